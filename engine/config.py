@@ -1,0 +1,82 @@
+"""One typed configuration, from flags and `MS_`-prefixed environment variables."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+
+def default_state_dir() -> Path:
+    """Project state folder: `$MS_STATE_DIR`, else `.state/` beside the code."""
+    return Path(os.environ.get("MS_STATE_DIR") or Path(__file__).resolve().parent.parent / ".state")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings of ingress, job and sink; safe single-machine defaults.
+
+    Every field can be set from the environment as `MS_<FIELD>` (e.g. `MS_MASTER`,
+    `MS_SHARDS`) and from the command line; the command line wins.
+    """
+    state_dir: Path = Path(".state")
+    host: str = "127.0.0.1"
+    nbbo_port: int = 7001
+    orders_port: int = 7002
+    max_backlog: int = 2_000_000          # records not yet committed by the job before ingress mutes
+    resume_backlog: int = 1_000_000       # ... and when it listens again
+    fsync: bool = True
+    master: str = "local[*]"
+    shards: int = 2                       # symbol shards = state partitions; fixed by the checkpoint
+    max_rows_per_batch: int = 500_000
+    read_partitions: int = 2
+    trigger_ms: int = 0
+    spark_ui: bool = False
+
+    @property
+    def log_dir(self) -> Path:
+        return self.state_dir / "ingress"
+
+    @property
+    def out_dir(self) -> Path:
+        return self.state_dir / "results"
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.state_dir / "checkpoint"
+
+    @property
+    def deadletter_path(self) -> Path:
+        return self.state_dir / "ingress" / "deadletter.jsonl"
+
+    @classmethod
+    def from_env(cls, environ=os.environ, **overrides) -> "Config":
+        """Build from defaults, then `MS_*` variables, then non-None overrides."""
+        values = {"state_dir": default_state_dir()}
+        for f in fields(cls):
+            raw = environ.get("MS_" + f.name.upper())
+            if raw is None:
+                continue
+            values[f.name] = _parse(f.type, raw, f.name)
+        cfg = cls(**values)
+        given = {k: v for k, v in overrides.items() if v is not None}
+        if "state_dir" in given:
+            given["state_dir"] = Path(given["state_dir"])
+        return replace(cfg, **given)
+
+
+def _parse(typ, raw: str, name: str):
+    t = typ if isinstance(typ, str) else typ.__name__
+    try:
+        if t == "int":
+            return int(raw)
+        if t == "bool":
+            if raw.lower() in ("1", "true", "yes", "on"):
+                return True
+            if raw.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if t == "Path":
+            return Path(raw)
+        return raw
+    except ValueError:
+        raise ValueError(f"MS_{name.upper()}={raw!r} is not a valid {t}") from None

@@ -1,0 +1,192 @@
+"""The ingress log: one ordered, durable, replayable sequence of accepted messages.
+
+Both streams go into one log, so the order of the log is the arrival order the state
+sees. Records are fixed width (`RECORD_BYTES`): a record's sequence number is its index,
+a Spark offset is a sequence number, and reading a range is one `pread` per segment.
+
+Layout of a log folder::
+
+    seg-00000000000000000000.log   records [0, SEGMENT_RECORDS)
+    seg-00000000000001048576.log   ...
+    head        u64 LE: records durably written (fsync'd) and visible to readers
+    consumed    u64 LE: records the job has committed (written by the Spark source)
+
+Record layout (64 bytes): ingest time in ns (i64 LE), then the message payload as
+received (its first byte is the message type), zero padded.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+
+RECORD_BYTES = 64
+PAYLOAD_OFFSET = 8
+DEFAULT_SEGMENT_RECORDS = 1 << 20      # 64 MiB per segment
+_SEG_RE = re.compile(r"^seg-(\d{20})\.log$")
+
+
+def _seg_name(first: int) -> str:
+    return f"seg-{first:020d}.log"
+
+
+def _write_u64(path: Path, value: int) -> None:
+    """Overwrite an 8-byte counter in place (an aligned 8-byte pwrite is not torn)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, int(value).to_bytes(8, "little"), 0)
+    finally:
+        os.close(fd)
+
+
+def _read_u64(path: Path) -> int:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(8)
+    except FileNotFoundError:
+        return 0
+    return int.from_bytes(raw, "little") if len(raw) == 8 else 0
+
+
+def read_head(log_dir: str | os.PathLike) -> int:
+    """Return the number of durable records in the log."""
+    return _read_u64(Path(log_dir) / "head")
+
+
+def read_consumed(log_dir: str | os.PathLike) -> int:
+    """Return the number of records the job has committed."""
+    return _read_u64(Path(log_dir) / "consumed")
+
+
+def write_consumed(log_dir: str | os.PathLike, value: int) -> None:
+    """Record that the job has committed everything below `value`."""
+    _write_u64(Path(log_dir) / "consumed", value)
+
+
+class LogWriter:
+    """Append records and make them durable in group commits.
+
+    `append` buffers in the OS; `commit` fsyncs the open segment(s) and only then
+    advances `head`, so a reader never sees a record that a crash could take back.
+    Opening an existing log recovers `head` from the segment sizes and truncates a
+    partially written record.
+    """
+
+    def __init__(self, log_dir: str | os.PathLike, segment_records: int = DEFAULT_SEGMENT_RECORDS,
+                 fsync: bool = True):
+        self.dir = Path(log_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.segment_records = segment_records
+        self.fsync = fsync
+        self._fd: int | None = None
+        self._seg_first = 0
+        self._dirty: set[int] = set()
+        self.size = self._recover()
+        self.head = self.size
+        _write_u64(self.dir / "head", self.head)
+
+    def _recover(self) -> int:
+        segs = sorted(int(m.group(1)) for p in self.dir.iterdir() if (m := _SEG_RE.match(p.name)))
+        if not segs:
+            return 0
+        last = segs[-1]
+        path = self.dir / _seg_name(last)
+        n = path.stat().st_size // RECORD_BYTES
+        os.truncate(path, n * RECORD_BYTES)
+        return last + n
+
+    def _open_for(self, seq: int) -> int:
+        first = seq - seq % self.segment_records
+        if self._fd is None or first != self._seg_first:
+            if self._fd is not None:
+                self._dirty.add(self._fd)
+            self._fd = os.open(self.dir / _seg_name(first), os.O_WRONLY | os.O_CREAT, 0o644)
+            self._seg_first = first
+        return self._fd
+
+    def append(self, payloads: np.ndarray, ingest_ns: int | np.ndarray) -> int:
+        """Append payload rows (n, <=56 bytes each); return the first sequence number."""
+        n, width = payloads.shape
+        rec = np.zeros((n, RECORD_BYTES), dtype=np.uint8)
+        ts = np.ascontiguousarray(np.broadcast_to(np.asarray(ingest_ns, dtype="<i8"), (n,)))
+        rec[:, :8] = ts.view(np.uint8).reshape(n, 8)
+        rec[:, PAYLOAD_OFFSET:PAYLOAD_OFFSET + width] = payloads
+        first = self.size
+        done = 0
+        while done < n:
+            seq = self.size
+            room = self.segment_records - seq % self.segment_records
+            take = min(room, n - done)
+            fd = self._open_for(seq)
+            os.pwrite(fd, rec[done:done + take].tobytes(), (seq % self.segment_records) * RECORD_BYTES)
+            self.size += take
+            done += take
+        return first
+
+    def commit(self) -> int:
+        """Make everything appended durable, then publish it; return the new head."""
+        if self.size == self.head:
+            return self.head
+        if self.fsync:
+            for fd in self._dirty:
+                os.fsync(fd)
+                os.close(fd)
+            if self._fd is not None:
+                os.fsync(self._fd)
+        else:
+            for fd in self._dirty:
+                os.close(fd)
+        self._dirty.clear()
+        self.head = self.size
+        _write_u64(self.dir / "head", self.head)
+        return self.head
+
+    def close(self) -> None:
+        """Commit and release file handles."""
+        self.commit()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class LogReader:
+    """Read ranges of records by sequence number (used inside Spark tasks)."""
+
+    def __init__(self, log_dir: str | os.PathLike, segment_records: int = DEFAULT_SEGMENT_RECORDS):
+        self.dir = Path(log_dir)
+        self.segment_records = segment_records
+
+    def head(self) -> int:
+        """Return the number of durable records."""
+        return read_head(self.dir)
+
+    def read(self, start: int, end: int) -> np.ndarray:
+        """Return records [start, end) as an (n, RECORD_BYTES) uint8 array."""
+        out = np.empty((end - start, RECORD_BYTES), dtype=np.uint8)
+        flat = out.reshape(-1)
+        seq = start
+        while seq < end:
+            first = seq - seq % self.segment_records
+            take = min(end, first + self.segment_records) - seq
+            with open(self.dir / _seg_name(first), "rb", buffering=0) as f:
+                f.seek((seq - first) * RECORD_BYTES)
+                view = memoryview(flat[(seq - start) * RECORD_BYTES:(seq - start + take) * RECORD_BYTES])
+                got = f.readinto(view)
+                if got != take * RECORD_BYTES:
+                    raise IOError(f"log segment {first} is short: wanted {take} records at {seq}")
+            seq += take
+        return out
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.01) -> bool:
+    """Poll `predicate` until true or `timeout` seconds pass; return its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)

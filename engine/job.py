@@ -1,0 +1,66 @@
+"""The Market Spread streaming query: ingress log -> per-shard state -> result files."""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+from .config import Config
+from .rule import ShardState, apply_rule
+from .spark_sink import RESULT_SCHEMA, SINK_NAME, ResultSink
+from .spark_source import SOURCE_NAME, IngressDataSource
+
+STATE_SCHEMA = "symbols binary, reject binary, bid binary, offer binary"
+QUERY_NAME = "market-spread"
+_RESULT_COLS = [c.split()[0] for c in RESULT_SCHEMA.split(", ")]
+
+
+def check_market_data(key, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+    """applyInPandasWithState function: run the rule over one shard's batch."""
+    shard_state = ShardState.from_bytes(*state.get) if state.exists else ShardState.empty()
+    parts = [p for p in pdfs if len(p)]
+    if not parts:
+        return
+    pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+    out = apply_rule(shard_state, pdf["seq"].to_numpy(), pdf["kind"].to_numpy(),
+                     pdf["symbol"].to_numpy(), pdf["bid"].to_numpy(), pdf["offer"].to_numpy())
+    state.update(out.state.to_bytes())
+    if len(out.rows):
+        rows = out.rows
+        res = {c: pdf[c].to_numpy()[rows] for c in ("seq", "ingest_ns", "side", "account",
+                                                    "order_id", "symbol", "qty", "price")}
+        res["bid"], res["offer"] = out.bid, out.offer
+        yield pd.DataFrame({c: res[c] for c in _RESULT_COLS})
+
+
+def register_sources(spark) -> None:
+    """Register the project's data sources with a session."""
+    spark.dataSource.register(IngressDataSource)
+    spark.dataSource.register(ResultSink)
+
+
+def start_query(spark, cfg: Config):
+    """Start the streaming query; returns the StreamingQuery."""
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from .progress import ConsumedOffsetListener
+
+    register_sources(spark)
+    spark.streams.addListener(ConsumedOffsetListener(str(cfg.log_dir), QUERY_NAME))
+    cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    events = (spark.readStream.format(SOURCE_NAME)
+              .option("path", str(cfg.log_dir))
+              .option("shards", cfg.shards)
+              .option("maxRowsPerBatch", cfg.max_rows_per_batch)
+              .option("partitions", cfg.read_partitions)
+              .load())
+    results = events.groupBy("shard").applyInPandasWithState(
+        check_market_data, RESULT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout)
+    writer = (results.writeStream.format(SINK_NAME)
+              .option("path", str(cfg.out_dir))
+              .option("checkpointLocation", str(cfg.checkpoint_dir))
+              .queryName(QUERY_NAME)
+              .outputMode("append"))
+    writer = writer.trigger(processingTime=f"{cfg.trigger_ms} milliseconds")
+    return writer.start()

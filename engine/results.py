@@ -1,0 +1,73 @@
+"""Result records: vectorised encoding to Wallaroo's OrderResult, reading committed output."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from .fixish import RESULT_LEN
+
+RESULT_FRAME = np.dtype([
+    ("len", ">u4"), ("side", "u1"), ("account", ">u4"), ("order_id", "u1", (6,)),
+    ("symbol", "u1", (4,)), ("qty", ">f8"), ("price", ">f8"), ("bid", ">f8"),
+    ("offer", ">f8"), ("timestamp", ">u8"),
+])
+assert RESULT_FRAME.itemsize == 4 + RESULT_LEN
+
+
+def encode_result_columns(cols: dict[str, np.ndarray], now_ns: int | None = None) -> np.ndarray:
+    """Build framed OrderResult records from result columns; timestamp = now."""
+    from .records import order_id_bytes, symbol_bytes
+    n = len(cols["seq"])
+    out = np.empty(n, dtype=RESULT_FRAME)
+    out["len"] = RESULT_LEN
+    out["side"] = cols["side"]
+    out["account"] = cols["account"]
+    out["order_id"] = order_id_bytes(cols["order_id"])
+    out["symbol"] = symbol_bytes(cols["symbol"])
+    for f in ("qty", "price", "bid", "offer"):
+        out[f] = cols[f]
+    out["timestamp"] = time.time_ns() if now_ns is None else now_ns
+    return out
+
+
+def manifests(out_dir: str | os.PathLike) -> list[dict]:
+    """Return the committed batch manifests in batch order."""
+    mdir = Path(out_dir) / "_manifest"
+    if not mdir.is_dir():
+        return []
+    names = sorted(p for p in mdir.iterdir() if p.suffix == ".json")
+    return [json.loads(p.read_text()) for p in names]
+
+
+def iter_parts(out_dir: str | os.PathLike) -> Iterator[Path]:
+    """Yield committed part files (`.bin`) in batch, then seq order."""
+    for m in manifests(out_dir):
+        for name in m["parts"]:
+            yield Path(out_dir) / "parts" / (name + ".bin")
+
+
+def read_committed(out_dir: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+    """Return (result frames, (seq, ingest_ns) pairs) of every committed batch."""
+    frames, sides = [], []
+    for p in iter_parts(out_dir):
+        frames.append(np.fromfile(p, dtype=RESULT_FRAME))
+        sides.append(np.fromfile(p.with_suffix(".seq"), dtype="<i8").reshape(-1, 2))
+    if not frames:
+        return np.empty(0, RESULT_FRAME), np.empty((0, 2), "<i8")
+    return np.concatenate(frames), np.concatenate(sides)
+
+
+def committed_count(out_dir: str | os.PathLike) -> int:
+    """Return the number of committed result records."""
+    return sum(m["count"] for m in manifests(out_dir))
+
+
+def result_tuples(frames: np.ndarray) -> list[tuple]:
+    """Turn result frames into comparable tuples without the timestamp."""
+    return [(int(r["side"]), int(r["account"]), bytes(r["order_id"]), bytes(r["symbol"]),
+             float(r["qty"]), float(r["price"]), float(r["bid"]), float(r["offer"])) for r in frames]

@@ -1,0 +1,36 @@
+"""Build the Spark session the job runs in, with settings measured to cut per-batch cost."""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def build_session(master: str = "local[*]", app_name: str = "market-spread", shards: int = 2,
+                  ui: bool = False, extra: dict[str, str] | None = None):
+    """Return a SparkSession for the job; workers use this interpreter."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    conf = {
+        "spark.sql.shuffle.partitions": str(shards),
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.ui.enabled": "true" if ui else "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.python.worker.reuse": "true",
+        "spark.sql.adaptive.enabled": "false",
+        # Checkpoint files through the raw local FS: no forked chmod/readlink per file
+        # (FACTS: walCommit+commitOffsets 40-55 ms -> 7-20 ms per batch).
+        "spark.sql.streaming.checkpointFileManagerClass":
+            "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+        "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+        "spark.hadoop.fs.file.impl.disable.cache": "true",
+        "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",
+    }
+    conf.update(extra or {})
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
