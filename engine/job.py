@@ -7,12 +7,14 @@ import numpy as np
 import pandas as pd
 
 from .config import Config
+from .progress import ConsumedOffsetListener
 from .rule import ShardState, apply_rule
 from .spark_sink import RESULT_SCHEMA, SINK_NAME, ResultSink
 from .spark_source import SOURCE_NAME, IngressDataSource
 
 STATE_SCHEMA = "symbols binary, reject binary, bid binary, offer binary"
 QUERY_NAME = "market-spread"
+_LISTENERS: dict[str, ConsumedOffsetListener] = {}
 _RESULT_COLS = [c.split()[0] for c in RESULT_SCHEMA.split(", ")]
 
 
@@ -44,10 +46,7 @@ def start_query(spark, cfg: Config):
     """Start the streaming query; returns the StreamingQuery."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from .progress import ConsumedOffsetListener
-
     register_sources(spark)
-    spark.streams.addListener(ConsumedOffsetListener(str(cfg.log_dir), QUERY_NAME))
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
     events = (spark.readStream.format(SOURCE_NAME)
               .option("path", str(cfg.log_dir))
@@ -63,4 +62,18 @@ def start_query(spark, cfg: Config):
               .queryName(QUERY_NAME)
               .outputMode("append"))
     writer = writer.trigger(processingTime=f"{cfg.trigger_ms} milliseconds")
-    return writer.start()
+    query = writer.start()
+    # Attached after start to match this query's id; the first progress event comes
+    # only after the first batch commits, and each event carries the absolute offset.
+    listener = ConsumedOffsetListener(str(cfg.log_dir), str(query.id))
+    spark.streams.addListener(listener)
+    _LISTENERS[str(query.id)] = listener
+    return query
+
+
+def stop_query(spark, query) -> None:
+    """Stop the query and detach its offset listener."""
+    query.stop()
+    listener = _LISTENERS.pop(str(query.id), None)
+    if listener is not None:
+        spark.streams.removeListener(listener)

@@ -29,16 +29,16 @@ def end_offset(progress, source_prefix: str = "PythonMicroBatchStream") -> int |
 class ConsumedOffsetListener(StreamingQueryListener):
     """Write `consumed` in the ingress log folder after each committed batch."""
 
-    def __init__(self, log_dir: str, query_name: str):
+    def __init__(self, log_dir: str, query_id: str):
         self.log_dir = log_dir
-        self.query_name = query_name
+        self.query_id = query_id
 
     def onQueryStarted(self, event) -> None:
         pass
 
     def onQueryProgress(self, event) -> None:
         p = event.progress
-        if p.name != self.query_name:
+        if str(p.id) != self.query_id:
             return
         off = end_offset(p)
         if off is not None:

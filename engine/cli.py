@@ -1,0 +1,126 @@
+"""`marketspread`: the command line of the Market Spread job and its tools."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from .config import Config
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("common (also MS_<NAME> environment variables)")
+    g.add_argument("--state-dir", type=Path, help="state folder (default .state/, MS_STATE_DIR)")
+    g.add_argument("--master", help="Spark master URL (default local[*], e.g. spark://host:7077)")
+    g.add_argument("--shards", type=int, help="symbol shards = state partitions (default 2; fixed per checkpoint)")
+    g.add_argument("--host", help="ingress bind address (default 127.0.0.1)")
+    g.add_argument("--nbbo-port", type=int, help="NBBO ingress port (default 7001)")
+    g.add_argument("--orders-port", type=int, help="orders ingress port (default 7002)")
+    g.add_argument("--max-backlog", type=int, help="records behind the job before ingress mutes its sockets")
+    g.add_argument("--max-rows-per-batch", type=int, help="largest micro-batch in records")
+    g.add_argument("--trigger-ms", type=int, help="micro-batch trigger interval (default 0: as fast as possible)")
+    g.add_argument("--no-fsync", dest="fsync", action="store_const", const=False,
+                   help="ingress does not fsync (survives process crashes, not machine crashes)")
+
+
+def config_from(args: argparse.Namespace) -> Config:
+    """Build the Config from the environment and the common flags."""
+    keys = ("state_dir", "master", "shards", "host", "nbbo_port", "orders_port", "max_backlog",
+            "max_rows_per_batch", "trigger_ms", "fsync")
+    over = {k: getattr(args, k, None) for k in keys}
+    cfg = Config.from_env(**over)
+    if over.get("max_backlog") is not None:
+        from dataclasses import replace
+        cfg = replace(cfg, resume_backlog=cfg.max_backlog // 2)
+    return cfg
+
+
+def _cmd_ingress(args) -> int:
+    from .ingress import run_ingress
+    return run_ingress(config_from(args)) or 0
+
+
+def _cmd_job(args) -> int:
+    from .runner import run_job
+    return run_job(config_from(args), duration=args.duration)
+
+
+def _cmd_replay(args) -> int:
+    from .replay import replay
+    rep = replay(args.nbbo, args.orders, args.out, config_from(args), run_id=args.run_id, keep=args.keep)
+    print(f"replay {rep.run_id}: {rep.accepted} messages, {rep.bad} bad, {rep.results} results "
+          f"in {rep.seconds:.1f} s -> {rep.out}")
+    return 0
+
+
+def _cmd_results(args) -> int:
+    from .replay import write_results
+    n = write_results(config_from(args).out_dir, args.out)
+    print(f"{n} result records -> {args.out}")
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    from .demo import run_demo
+    return run_demo(config_from(args), rate=args.rate, duration=args.duration, symbols=args.symbols)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(prog="marketspread", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("ingress", help="run the TCP ingress (NBBO and orders ports) into the log")
+    _add_common(p)
+    p.set_defaults(func=_cmd_ingress)
+
+    p = sub.add_parser("job", help="run the Market Spread streaming job on the ingress log")
+    _add_common(p)
+    p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p.set_defaults(func=_cmd_job)
+
+    p = sub.add_parser("replay", help="replay fixish files through ingress and the job, write results")
+    _add_common(p)
+    p.add_argument("--nbbo", type=Path, action="append", required=True, help="NBBO fixish file (repeatable)")
+    p.add_argument("--orders", type=Path, action="append", required=True, help="order fixish file (repeatable)")
+    p.add_argument("--out", type=Path, required=True, help="result file (Wallaroo OrderResult frames)")
+    p.add_argument("--run-id", help="name of this run (metrics are tagged with it)")
+    p.add_argument("--keep", action="store_true", help="keep the run's ingress log and checkpoint")
+    p.set_defaults(func=_cmd_replay)
+
+    p = sub.add_parser("results", help="write the job's committed results to one file")
+    _add_common(p)
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=_cmd_results)
+
+    p = sub.add_parser("demo", help="live demo: ingress, job and senders on generated data")
+    _add_common(p)
+    p.add_argument("--rate", type=int, default=50_000, help="messages/s per stream (default 50000)")
+    p.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
+    p.add_argument("--symbols", type=int, default=350)
+    p.set_defaults(func=_cmd_demo)
+
+    from .tools import generate, receiver, sender
+    for name, mod, help_ in (("generate", generate, "generate synthetic NBBO and order files"),
+                             ("send", sender, "send fixish files to an ingress port at a rate"),
+                             ("receive", receiver, "receive result frames on a port")):
+        p = sub.add_parser(name, help=help_)
+        mod.add_arguments(p)
+        p.set_defaults(func=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the `marketspread` command line."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except (ValueError, FileNotFoundError, TimeoutError, RuntimeError) as e:
+        print(f"marketspread {args.command}: error: {e}", file=sys.stderr)
+        return 2

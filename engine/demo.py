@@ -1,0 +1,87 @@
+"""The live demo: ingress, job and two senders on generated data, as separate processes."""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .config import Config
+
+log = logging.getLogger(__name__)
+
+
+def _spawn(args: list[str], log_path: Path, cfg: Config) -> subprocess.Popen:
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, MS_STATE_DIR=str(cfg.state_dir))
+    return subprocess.Popen([sys.executable, "-m", "engine", *args], env=env,
+                            stdout=open(log_path, "ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+
+
+def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, symbols: int = 350) -> int:
+    """Run the demo until Ctrl-C (or `duration` seconds); print a status line every 2 s."""
+    from .ingress import read_stats
+    from .ingress_log import read_consumed, read_head
+    from .results import committed_count
+    from .tools.generate import generate
+
+    data = cfg.state_dir / "demo-data"
+    logs = cfg.state_dir / "logs"
+    data.mkdir(parents=True, exist_ok=True)
+    logs.mkdir(parents=True, exist_ok=True)
+    nbbo, orders = data / f"nbbo-{symbols}.msg", data / f"orders-{symbols}.msg"
+    if not (nbbo.exists() and orders.exists()):
+        print(f"generating demo data in {data} ...", flush=True)
+        generate(nbbo, orders, symbols=symbols, nbbo=1_000_000, orders=1_000_000, wide_share=0.1, seed=1)
+    common = ["--host", cfg.host, "--nbbo-port", str(cfg.nbbo_port), "--orders-port", str(cfg.orders_port)]
+    procs: list[subprocess.Popen] = []
+    stop = {"now": False}
+
+    def _on_signal(*_):
+        stop["now"] = True
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _on_signal)
+    try:
+        procs.append(_spawn(["ingress", *common, "--max-backlog", str(cfg.max_backlog)],
+                            logs / "ingress.log", cfg))
+        procs.append(_spawn(["job", "--master", cfg.master, "--shards", str(cfg.shards)],
+                            logs / "job.log", cfg))
+        time.sleep(1.0)
+        for port, f in ((cfg.nbbo_port, nbbo), (cfg.orders_port, orders)):
+            procs.append(_spawn(["send", "--host", cfg.host, "--port", str(port), "--file", str(f),
+                                 "--rate", str(rate), "--loop"], logs / f"send-{port}.log", cfg))
+        print(f"demo running: ingress {cfg.host}:{cfg.nbbo_port}/{cfg.orders_port}, "
+              f"{rate} msgs/s per stream, logs in {logs}; Ctrl-C stops", flush=True)
+        t0 = time.monotonic()
+        prev_c, prev_t = read_consumed(cfg.log_dir), t0
+        while not stop["now"] and (duration is None or time.monotonic() - t0 < duration):
+            time.sleep(2.0)
+            dead = [p for p in procs if p.poll() is not None]
+            if dead:
+                print(f"a demo process exited (code {dead[0].returncode}); see {logs}", file=sys.stderr)
+                return 1
+            now, c, h = time.monotonic(), read_consumed(cfg.log_dir), read_head(cfg.log_dir)
+            st = read_stats(cfg.log_dir) or {}
+            print(f"[{now - t0:6.0f}s] ingested {h:>11,}  processed {c:>11,} "
+                  f"({(c - prev_c) / (now - prev_t):>9,.0f}/s)  backlog {h - c:>9,}  "
+                  f"results {committed_count(cfg.out_dir):>9,}  bad {st.get('bad_total', 0)}  "
+                  f"muted {'yes' if st.get('muted') else 'no'}", flush=True)
+            prev_c, prev_t = c, now
+    finally:
+        _stop(procs[2:])
+        _stop(procs[:2])
+    return 0

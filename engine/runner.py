@@ -1,0 +1,48 @@
+"""Run the streaming job as a long-lived process with progress lines and clean stops."""
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+
+from .config import Config
+
+log = logging.getLogger(__name__)
+
+
+def run_job(cfg: Config, duration: float | None = None) -> int:
+    """Serve the Market Spread query until SIGTERM/SIGINT or `duration`; return exit code."""
+    from .ingress_log import read_consumed, read_head
+    from .job import start_query, stop_query
+    from .spark_session import build_session
+
+    cfg.log_dir.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    spark = build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui)
+    query = start_query(spark, cfg)
+    log.info("job started on %s: log %s, results %s, checkpoint %s", cfg.master, cfg.log_dir,
+             cfg.out_dir, cfg.checkpoint_dir)
+    t_end = time.monotonic() + duration if duration else None
+    last = time.monotonic()
+    try:
+        while not stop.wait(0.5):
+            if query.exception() is not None:
+                log.error("query failed: %s", query.exception())
+                return 1
+            if t_end and time.monotonic() >= t_end:
+                break
+            if time.monotonic() - last >= 5:
+                last = time.monotonic()
+                p = query.lastProgress or {}
+                consumed, head = read_consumed(cfg.log_dir), read_head(cfg.log_dir)
+                log.info("batch %s: %.0f rows/s processed, batch %s ms, backlog %d records",
+                         p.get("batchId", "-"), p.get("processedRowsPerSecond") or 0,
+                         (p.get("durationMs") or {}).get("triggerExecution", "-"), head - consumed)
+    finally:
+        stop_query(spark, query)
+        spark.stop()
+        log.info("job stopped")
+    return 0
