@@ -43,7 +43,7 @@ def _cmd_ingress(args) -> int:
 
 def _cmd_job(args) -> int:
     from .runner import run_job
-    return run_job(config_from(args), duration=args.duration)
+    return run_job(config_from(args), duration=args.duration, forward=args.forward)
 
 
 def _cmd_replay(args) -> int:
@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("job", help="run the Market Spread streaming job on the ingress log")
     _add_common(p)
     p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p.add_argument("--forward", metavar="HOST:PORT",
+                   help="also stream committed results to a TCP receiver (at-least-once per batch)")
     p.set_defaults(func=_cmd_job)
 
     p = sub.add_parser("replay", help="replay fixish files through ingress and the job, write results")

@@ -36,7 +36,7 @@ def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, sym
     """Run the demo until Ctrl-C (or `duration` seconds); print a status line every 2 s."""
     from .ingress import read_stats
     from .ingress_log import read_consumed, read_head
-    from .results import committed_count
+    from .results import ManifestTail
     from .tools.generate import generate
 
     data = cfg.state_dir / "demo-data"
@@ -66,6 +66,7 @@ def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, sym
                                  "--rate", str(rate), "--loop"], logs / f"send-{port}.log", cfg))
         print(f"demo running: ingress {cfg.host}:{cfg.nbbo_port}/{cfg.orders_port}, "
               f"{rate} msgs/s per stream, logs in {logs}; Ctrl-C stops", flush=True)
+        tail = ManifestTail(cfg.out_dir)
         t0 = time.monotonic()
         prev_c, prev_t = read_consumed(cfg.log_dir), t0
         while not stop["now"] and (duration is None or time.monotonic() - t0 < duration):
@@ -74,11 +75,12 @@ def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, sym
             if dead:
                 print(f"a demo process exited (code {dead[0].returncode}); see {logs}", file=sys.stderr)
                 return 1
+            tail.poll()
             now, c, h = time.monotonic(), read_consumed(cfg.log_dir), read_head(cfg.log_dir)
             st = read_stats(cfg.log_dir) or {}
             print(f"[{now - t0:6.0f}s] ingested {h:>11,}  processed {c:>11,} "
                   f"({(c - prev_c) / (now - prev_t):>9,.0f}/s)  backlog {h - c:>9,}  "
-                  f"results {committed_count(cfg.out_dir):>9,}  bad {st.get('bad_total', 0)}  "
+                  f"results {tail.count:>9,}  bad {st.get('bad_total', 0)}  "
                   f"muted {'yes' if st.get('muted') else 'no'}", flush=True)
             prev_c, prev_t = c, now
     finally:

@@ -103,8 +103,17 @@ class LogWriter:
         if self._fd is None or first != self._seg_first:
             if self._fd is not None:
                 self._dirty.add(self._fd)
-            self._fd = os.open(self.dir / _seg_name(first), os.O_WRONLY | os.O_CREAT, 0o644)
+            path = self.dir / _seg_name(first)
+            created = not path.exists()
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
             self._seg_first = first
+            if created and self.fsync:
+                # The new file's name must survive a power cut as well as its records.
+                dfd = os.open(self.dir, os.O_RDONLY)
+                try:
+                    os.fsync(dfd)
+                finally:
+                    os.close(dfd)
         return self._fd
 
     def append(self, payloads: np.ndarray, ingest_ns: int | np.ndarray) -> int:

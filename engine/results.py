@@ -67,6 +67,32 @@ def committed_count(out_dir: str | os.PathLike) -> int:
     return sum(m["count"] for m in manifests(out_dir))
 
 
+class ManifestTail:
+    """Follow committed batches in order, reading each manifest once.
+
+    Spark batch ids are consecutive and every batch (even an empty one) commits a
+    manifest, so the next one to read is always `<next_batch>.json`.
+    """
+
+    def __init__(self, out_dir: str | os.PathLike, next_batch: int = 0):
+        self.dir = Path(out_dir)
+        self.next_batch = next_batch
+        self.count = 0
+
+    def poll(self) -> list[dict]:
+        """Return manifests committed since the last poll."""
+        new = []
+        while True:
+            p = self.dir / "_manifest" / f"{self.next_batch:012d}.json"
+            try:
+                m = json.loads(p.read_text())
+            except FileNotFoundError:
+                return new
+            new.append(m)
+            self.count += m["count"]
+            self.next_batch += 1
+
+
 def result_tuples(frames: np.ndarray) -> list[tuple]:
     """Turn result frames into comparable tuples without the timestamp."""
     return [(int(r["side"]), int(r["account"]), bytes(r["order_id"]), bytes(r["symbol"]),

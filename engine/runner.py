@@ -11,7 +11,7 @@ from .config import Config
 log = logging.getLogger(__name__)
 
 
-def run_job(cfg: Config, duration: float | None = None) -> int:
+def run_job(cfg: Config, duration: float | None = None, forward: str | None = None) -> int:
     """Serve the Market Spread query until SIGTERM/SIGINT or `duration`; return exit code."""
     from .ingress_log import read_consumed, read_head
     from .job import start_query, stop_query
@@ -25,6 +25,11 @@ def run_job(cfg: Config, duration: float | None = None) -> int:
     query = start_query(spark, cfg)
     log.info("job started on %s: log %s, results %s, checkpoint %s", cfg.master, cfg.log_dir,
              cfg.out_dir, cfg.checkpoint_dir)
+    forwarder = None
+    if forward:
+        from .forwarder import ResultForwarder
+        host, _, port = forward.rpartition(":")
+        forwarder = ResultForwarder(cfg.out_dir, host or "127.0.0.1", int(port)).start()
     t_end = time.monotonic() + duration if duration else None
     last = time.monotonic()
     try:
@@ -43,6 +48,8 @@ def run_job(cfg: Config, duration: float | None = None) -> int:
                          (p.get("durationMs") or {}).get("triggerExecution", "-"), head - consumed)
     finally:
         stop_query(spark, query)
+        if forwarder is not None:
+            forwarder.stop()
         spark.stop()
         log.info("job stopped")
     return 0

@@ -1,0 +1,479 @@
+"""The long-running ingress: Wallaroo's two TCP sources, writing one durable log.
+
+One thread runs a `selectors` loop over two listening ports (NBBO, orders) and any
+number of sender connections. Bytes are received straight into one large buffer, split
+by the connection's vectorised `FrameScanner`, and appended to the single `LogWriter`,
+so the log order is the arrival order across both ports. Each loop iteration ends with
+one group commit (one fsync however many messages it took in).
+
+Bad input never stops a connection: it is counted and written to a dead-letter file.
+Like Wallaroo muting its sources, the loop stops reading every socket while the job is
+more than `max_backlog` records behind, and TCP flow control pushes back on senders.
+
+A connection is closed only after the iteration that read its end-of-stream committed,
+so a sender that sees the server close its side knows all it sent is durable.
+
+Example::
+
+    server = IngressServer(cfg)
+    server.start()                  # listening on server.ports["nbbo"], ["orders"]
+    ...
+    server.stop()
+    print(server.stats().accepted_total)
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import selectors
+import signal
+import socket
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from .config import Config
+from .fixish import STREAM_NBBO, STREAM_ORDERS, BadFrame, FrameScanner, ScanResult
+from .ingress_log import LogWriter, read_consumed
+
+log = logging.getLogger(__name__)
+
+STREAMS = (STREAM_NBBO, STREAM_ORDERS)
+RECV_BUFFER = 4 << 20            # one shared receive buffer; a whole read is scanned at once
+MAX_PENDING = 1 << 20            # bound on one connection's undecided bytes
+MIN_READ = 4096                  # smallest read while close to the backlog bound
+BACKPRESSURE_INTERVAL = 0.010    # how often `consumed` is re-read
+STATS_INTERVAL = 0.100           # least time between two writes of stats.json
+DEADLETTER_HEX = 256             # bytes of a bad run kept (as hex) in the dead-letter file
+STATS_FILE = "stats.json"
+
+
+@dataclass(frozen=True)
+class IngressStats:
+    """A snapshot of the ingress counters (also written as `stats.json` in the log folder)."""
+    accepted: dict[str, int]
+    accepted_total: int
+    bad: dict[str, int]                 # bad runs per stream
+    bad_total: int
+    bad_reasons: dict[str, int]         # bad runs per reason category
+    bytes_in: dict[str, int]
+    connections_open: dict[str, int]
+    connections_total: dict[str, int]
+    head: int
+    consumed: int
+    backlog: int
+    muted: bool
+    mute_episodes: int
+    muted_seconds: float
+    ports: dict[str, int]
+
+
+def reason_category(reason: str) -> str:
+    """Map a scanner reason to a bounded category, so counters cannot grow per length value."""
+    for prefix, category in (("truncated", "truncated frame"), ("garbage", "garbage bytes"),
+                             ("oversized", "oversized frame"), ("unknown message type", "unknown type"),
+                             ("wrong length", "wrong length"), ("pending overflow", "pending overflow")):
+        if reason.startswith(prefix):
+            return category
+    if reason.endswith("on the wrong stream"):
+        return "wrong stream"
+    if reason.startswith("scanner error"):
+        return "scanner error"
+    return re.sub(r"\d+", "N", reason)
+
+
+def read_stats(log_dir: str | os.PathLike) -> dict | None:
+    """Return the last stats the ingress wrote in `log_dir`, or None if there are none."""
+    try:
+        return json.loads((Path(log_dir) / STATS_FILE).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+@dataclass(eq=False)
+class _Conn:
+    """One sender connection and the bytes it sent that are not decided yet."""
+    sock: socket.socket
+    stream: str
+    peer: str
+    scanner: FrameScanner
+    pending: bytes = b""
+    registered: bool = False
+    accepted: int = 0
+    bytes_in: int = 0
+    bad: int = 0
+
+
+@dataclass(frozen=True)
+class _Listener:
+    stream: str
+
+
+@dataclass
+class _Counters:
+    accepted: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
+    bad: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
+    bad_reasons: dict[str, int] = field(default_factory=dict)
+    bytes_in: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
+    connections_open: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
+    connections_total: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
+    mute_episodes: int = 0
+    muted_seconds: float = 0.0
+
+
+class IngressServer:
+    """Accept fixish messages on the NBBO and orders ports into the ingress log.
+
+    `start()` serves from a daemon thread, `serve_forever()` from the calling one;
+    `stop()` from any thread ends the loop and waits for a clean shutdown.
+    """
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        self.ports: dict[str, int] = {}
+        self.error: BaseException | None = None
+        self._sel: selectors.BaseSelector | None = None
+        self._listeners: list[socket.socket] = []
+        self._conns: set[_Conn] = set()
+        self._writer: LogWriter | None = None
+        self._dead: BinaryIO | None = None
+        self._buf = bytearray(RECV_BUFFER)
+        self._mv = memoryview(self._buf)
+        self._lock = threading.Lock()
+        self._c = _Counters()
+        self._consumed = 0
+        self._muted = False
+        self._muted_since = 0.0
+        self._stopping = threading.Event()
+        self._done = threading.Event()
+        self._loop_ident: int | None = None
+        self._thread: threading.Thread | None = None
+        self._last_stats: dict | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _bind(self) -> None:
+        if self._sel is not None:
+            return
+        cfg = self.cfg
+        sel = selectors.DefaultSelector()
+        try:
+            for stream, port in ((STREAM_NBBO, cfg.nbbo_port), (STREAM_ORDERS, cfg.orders_port)):
+                ls = socket.socket(socket.AF_INET6 if ":" in cfg.host else socket.AF_INET, socket.SOCK_STREAM)
+                self._listeners.append(ls)
+                ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                ls.bind((cfg.host, port))
+                ls.listen(128)
+                ls.setblocking(False)
+                sel.register(ls, selectors.EVENT_READ, _Listener(stream))
+                self.ports[stream] = ls.getsockname()[1]
+            self._writer = LogWriter(cfg.log_dir, fsync=cfg.fsync)
+            self._consumed = read_consumed(cfg.log_dir)
+            cfg.deadletter_path.parent.mkdir(parents=True, exist_ok=True)
+            self._dead = open(cfg.deadletter_path, "ab")
+        except BaseException:       # e.g. a port in use: release what was opened
+            for ls in self._listeners:
+                ls.close()
+            self._listeners.clear()
+            sel.close()
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+            raise
+        self._sel = sel
+        log.info("ingress listening on %s: nbbo %d, orders %d; log %s at head %d (fsync %s)",
+                 cfg.host, self.ports[STREAM_NBBO], self.ports[STREAM_ORDERS], cfg.log_dir,
+                 self._writer.head, "on" if cfg.fsync else "off")
+
+    def start(self) -> "IngressServer":
+        """Bind both ports, then serve from a daemon thread; return once listening."""
+        self._bind()
+        self._thread = threading.Thread(target=self._serve_in_thread, name="ingress", daemon=True)
+        self._thread.start()
+        return self
+
+    def _serve_in_thread(self) -> None:
+        try:
+            self.serve_forever()
+        except BaseException:       # already logged and kept in self.error
+            pass
+
+    def serve_forever(self) -> None:
+        """Serve in the calling thread until `stop()`."""
+        self._bind()
+        self._loop_ident = threading.get_ident()
+        try:
+            self._loop()
+        except BaseException as e:
+            self.error = e
+            log.exception("ingress loop failed")
+            raise
+        finally:
+            try:
+                self._shutdown()
+            finally:
+                self._done.set()
+
+    def stop(self) -> None:
+        """End the loop: scan final tails, commit, close the log and sockets, write stats."""
+        self._stopping.set()
+        if self._loop_ident is None and self._thread is None:
+            if self._sel is not None and not self._done.is_set():   # bound but never served
+                self._shutdown()
+                self._done.set()
+            return
+        if threading.get_ident() != self._loop_ident:
+            self._done.wait()
+
+    def __enter__(self) -> "IngressServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ loop
+
+    def _loop(self) -> None:
+        next_check = next_stats = 0.0
+        while not self._stopping.is_set():
+            events = self._sel.select(BACKPRESSURE_INTERVAL)
+            appended = dead = False
+            closing: list[_Conn] = []
+            for key, _ in events:
+                if isinstance(key.data, _Listener):
+                    self._accept(key.fileobj, key.data.stream)
+                elif not self._muted:
+                    n_good, n_bad, eof = self._read(key.data)
+                    appended |= n_good > 0
+                    dead |= n_bad > 0
+                    if eof:
+                        closing.append(key.data)
+            if appended:
+                self._writer.commit()
+            if dead:
+                self._dead.flush()
+            for conn in closing:     # after the commit: a sender seeing our close is durable
+                self._close(conn)
+            now = time.monotonic()
+            if now >= next_check:
+                next_check = now + BACKPRESSURE_INTERVAL
+                self._consumed = read_consumed(self.cfg.log_dir)
+                self._check_backpressure()
+            if closing or now >= next_stats:
+                next_stats = now + STATS_INTERVAL
+                self._write_stats()
+
+    def _accept(self, ls: socket.socket, stream: str) -> None:
+        while True:
+            try:
+                sock, addr = ls.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:     # e.g. out of file descriptors: retry next iteration
+                log.warning("accept on %s port failed: %s", stream, e)
+                return
+            sock.setblocking(False)
+            conn = _Conn(sock, stream, f"{addr[0]}:{addr[1]}", FrameScanner(stream))
+            self._conns.add(conn)
+            if not self._muted:
+                self._register(conn)
+            with self._lock:
+                self._c.connections_open[stream] += 1
+                self._c.connections_total[stream] += 1
+            log.info("%s connection from %s", stream, conn.peer)
+
+    def _read(self, conn: _Conn) -> tuple[int, int, bool]:
+        """Receive what a connection has (bounded by the backlog room), log it; return counts, eof."""
+        mv, p = self._mv, len(conn.pending)
+        mv[:p] = conn.pending
+        room = self.cfg.max_backlog - (self._writer.size - self._consumed)
+        budget = min(len(mv) - p, max(MIN_READ, room * conn.scanner.frame_len))
+        end, eof, ts = p, False, 0
+        while end < p + budget:
+            try:
+                n = conn.sock.recv_into(mv[end:p + budget])
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as e:     # reset by peer and the like: what arrived still counts
+                log.info("%s connection from %s failed: %s", conn.stream, conn.peer, e)
+                eof = True
+                break
+            if n == 0:
+                eof = True
+                break
+            if not ts:
+                ts = time.time_ns()
+            end += n
+        if end == p and not eof:
+            return 0, 0, False
+        try:
+            res = conn.scanner.scan(mv[:end], final=eof)
+        except Exception as e:       # a scanner bug must cost this chunk, not the server
+            log.exception("%s scanner failed on %d bytes from %s", conn.stream, end, conn.peer)
+            res = ScanResult(np.empty((0, conn.scanner.payload_len), np.uint8),
+                             [BadFrame(f"scanner error: {e!r}", bytes(mv[:end]))], end)
+        bad = list(res.bad)
+        rest = end - res.consumed
+        if rest > MAX_PENDING:       # the scanner never keeps this much; bound it anyway
+            bad.append(BadFrame("pending overflow", bytes(mv[res.consumed:end])))
+            rest = 0
+        conn.pending = bytes(mv[end - rest:end]) if rest else b""
+        n_good = len(res.payloads)
+        if n_good:
+            self._writer.append(res.payloads, ts or time.time_ns())
+        conn.accepted += n_good
+        conn.bytes_in += end - p
+        with self._lock:
+            self._c.accepted[conn.stream] += n_good
+            self._c.bytes_in[conn.stream] += end - p
+        if bad:
+            self._dead_letter(conn, bad)
+        if not self._muted and self._writer.size - self._consumed > self.cfg.max_backlog:
+            self._mute()
+        return n_good, len(bad), eof
+
+    def _dead_letter(self, conn: _Conn, bad: list[BadFrame]) -> None:
+        now = time.time_ns()
+        lines = []
+        for b in bad:
+            lines.append(json.dumps({"ts_ns": now, "stream": conn.stream, "peer": conn.peer,
+                                     "reason": b.reason, "length": len(b.data),
+                                     "hex": b.data[:DEADLETTER_HEX].hex()}))
+        self._dead.write(("\n".join(lines) + "\n").encode())
+        if conn.bad == 0:
+            log.warning("%s connection from %s sent bad input (%s, %d bytes); set aside in %s",
+                        conn.stream, conn.peer, bad[0].reason, len(bad[0].data), self.cfg.deadletter_path)
+        conn.bad += len(bad)
+        with self._lock:
+            self._c.bad[conn.stream] += len(bad)
+            for b in bad:
+                cat = reason_category(b.reason)
+                self._c.bad_reasons[cat] = self._c.bad_reasons.get(cat, 0) + 1
+
+    def _close(self, conn: _Conn) -> None:
+        if conn.registered:
+            self._sel.unregister(conn.sock)
+        self._conns.discard(conn)
+        with self._lock:             # before the close, so a sender seeing it sees the count
+            self._c.connections_open[conn.stream] -= 1
+        conn.sock.close()
+        log.info("%s connection from %s closed: %d messages, %d bytes, %d bad", conn.stream,
+                 conn.peer, conn.accepted, conn.bytes_in, conn.bad)
+
+    # ------------------------------------------------------------------ backpressure
+
+    def _register(self, conn: _Conn) -> None:
+        self._sel.register(conn.sock, selectors.EVENT_READ, conn)
+        conn.registered = True
+
+    def _mute(self) -> None:
+        for conn in self._conns:
+            if conn.registered:
+                self._sel.unregister(conn.sock)
+                conn.registered = False
+        with self._lock:
+            self._muted, self._muted_since = True, time.monotonic()
+            self._c.mute_episodes += 1
+        log.info("ingress muted: backlog %d records > %d", self._writer.size - self._consumed,
+                 self.cfg.max_backlog)
+
+    def _unmute(self) -> None:
+        for conn in self._conns:
+            if not conn.registered:
+                self._register(conn)
+        seconds = time.monotonic() - self._muted_since
+        with self._lock:
+            self._c.muted_seconds += seconds
+            self._muted = False
+        log.info("ingress resumed after %.3f s: backlog %d records", seconds,
+                 self._writer.size - self._consumed)
+
+    def _check_backpressure(self) -> None:
+        backlog = self._writer.size - self._consumed
+        if not self._muted and backlog > self.cfg.max_backlog:
+            self._mute()
+        elif self._muted and backlog <= min(self.cfg.resume_backlog, self.cfg.max_backlog):
+            self._unmute()
+
+    # ------------------------------------------------------------------ shutdown and stats
+
+    def _shutdown(self) -> None:
+        if self._sel is None:
+            return
+        for conn in list(self._conns):
+            if conn.pending:         # an unfinished frame can no longer complete
+                res = conn.scanner.scan(conn.pending, final=True)
+                if len(res.payloads):
+                    self._writer.append(res.payloads, time.time_ns())
+                if res.bad:
+                    self._dead_letter(conn, list(res.bad))
+                conn.pending = b""
+            self._close(conn)
+        if self._muted:
+            with self._lock:
+                self._c.muted_seconds += time.monotonic() - self._muted_since
+                self._muted = False
+        self._writer.close()
+        self._dead.close()
+        for ls in self._listeners:
+            self._sel.unregister(ls)
+            ls.close()
+        self._sel.close()
+        self._write_stats()
+        st = self.stats()
+        log.info("ingress stopped: %d messages accepted (%s), %d bad, head %d", st.accepted_total,
+                 ", ".join(f"{k} {v}" for k, v in st.accepted.items()), st.bad_total, st.head)
+
+    def stats(self) -> IngressStats:
+        """Return a consistent snapshot of the counters."""
+        with self._lock:
+            c = self._c
+            muted_s = c.muted_seconds + (time.monotonic() - self._muted_since if self._muted else 0.0)
+            head = self._writer.head if self._writer else 0
+            return IngressStats(
+                accepted=dict(c.accepted), accepted_total=sum(c.accepted.values()),
+                bad=dict(c.bad), bad_total=sum(c.bad.values()), bad_reasons=dict(c.bad_reasons),
+                bytes_in=dict(c.bytes_in), connections_open=dict(c.connections_open),
+                connections_total=dict(c.connections_total), head=head, consumed=self._consumed,
+                backlog=max(0, head - self._consumed), muted=self._muted, mute_episodes=c.mute_episodes,
+                muted_seconds=round(muted_s, 6), ports=dict(self.ports))
+
+    def _write_stats(self) -> None:
+        data = asdict(self.stats())
+        if data == self._last_stats:
+            return
+        self._last_stats = data
+        path = self.cfg.log_dir / STATS_FILE
+        tmp = path.with_name(STATS_FILE + ".tmp")
+        tmp.write_text(json.dumps(dict(data, written_ns=time.time_ns())))
+        os.replace(tmp, path)
+
+
+def run_ingress(cfg: Config, progress_every: float = 5.0) -> int:
+    """Serve the ingress until SIGTERM/SIGINT, printing a progress line every few seconds."""
+    server = IngressServer(cfg).start()
+    stop = threading.Event()
+    old = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    last, t_last = server.stats(), time.monotonic()
+    try:
+        while not stop.wait(0.2) and server.error is None and not server._done.is_set():
+            now = time.monotonic()
+            if now - t_last < progress_every:
+                continue
+            st = server.stats()
+            rate = (st.accepted_total - last.accepted_total) / (now - t_last)
+            print(f"ingress: {rate:,.0f} msgs/s, {st.accepted_total:,} accepted, {st.bad_total} bad, "
+                  f"backlog {st.backlog:,}{' MUTED' if st.muted else ''}, "
+                  f"{sum(st.connections_open.values())} connections", flush=True)
+            last, t_last = st, now
+    finally:
+        server.stop()
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    return 1 if server.error else 0
