@@ -55,11 +55,11 @@ def read_committed(out_dir: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     """Return (result frames, (seq, ingest_ns) pairs) of every committed batch."""
     frames, sides = [], []
     for p in iter_parts(out_dir):
-        frames.append(np.fromfile(p, dtype=RESULT_FRAME))
-        sides.append(np.fromfile(p.with_suffix(".seq"), dtype="<i8").reshape(-1, 2))
-    if not frames:
-        return np.empty(0, RESULT_FRAME), np.empty((0, 2), "<i8")
-    return np.concatenate(frames), np.concatenate(sides)
+        frames.append(p.read_bytes())
+        sides.append(p.with_suffix(".seq").read_bytes())
+    # Joined as bytes: numpy's concatenate would turn the big-endian fields native.
+    return (np.frombuffer(b"".join(frames), dtype=RESULT_FRAME),
+            np.frombuffer(b"".join(sides), dtype="<i8").reshape(-1, 2))
 
 
 def committed_count(out_dir: str | os.PathLike) -> int:
