@@ -8,32 +8,30 @@ import pandas as pd
 
 from .config import Config
 from .progress import ConsumedOffsetListener
+from .records import EVENT_DTYPE
+from .results import encode_results
 from .rule import ShardState, apply_rule
-from .spark_sink import RESULT_SCHEMA, SINK_NAME, ResultSink
+from .spark_sink import RESULT_BLOCK_SCHEMA, SINK_NAME, ResultSink
 from .spark_source import SOURCE_NAME, IngressDataSource
 
 STATE_SCHEMA = "symbols binary, reject binary, bid binary, offer binary"
 QUERY_NAME = "market-spread"
 _LISTENERS: dict[str, ConsumedOffsetListener] = {}
-_RESULT_COLS = [c.split()[0] for c in RESULT_SCHEMA.split(", ")]
 
 
 def check_market_data(key, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
-    """applyInPandasWithState function: run the rule over one shard's batch."""
-    shard_state = ShardState.from_bytes(*state.get) if state.exists else ShardState.empty()
-    parts = [p for p in pdfs if len(p)]
-    if not parts:
+    """applyInPandasWithState function: run the rule over one shard's blocks of a batch."""
+    blocks = pd.concat(list(pdfs), ignore_index=True).sort_values("first_seq")
+    if not len(blocks):
         return
-    pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-    out = apply_rule(shard_state, pdf["seq"].to_numpy(), pdf["kind"].to_numpy(),
-                     pdf["symbol"].to_numpy(), pdf["bid"].to_numpy(), pdf["offer"].to_numpy())
+    ev = np.frombuffer(b"".join(blocks["events"]), dtype=EVENT_DTYPE)
+    shard_state = ShardState.from_bytes(*state.get) if state.exists else ShardState.empty()
+    out = apply_rule(shard_state, ev["seq"], ev["kind"], ev["symbol"], ev["a"], ev["b"])
     state.update(out.state.to_bytes())
     if len(out.rows):
-        rows = out.rows
-        res = {c: pdf[c].to_numpy()[rows] for c in ("seq", "ingest_ns", "side", "account",
-                                                    "order_id", "symbol", "qty", "price")}
-        res["bid"], res["offer"] = out.bid, out.offer
-        yield pd.DataFrame({c: res[c] for c in _RESULT_COLS})
+        yield pd.DataFrame({"shard": [int(key[0])], "first_seq": [int(ev["seq"][out.rows[0]])],
+                            "count": [len(out.rows)],
+                            "frames": [encode_results(ev[out.rows], out.bid, out.offer).tobytes()]})
 
 
 def register_sources(spark) -> None:
@@ -55,7 +53,7 @@ def start_query(spark, cfg: Config):
               .option("partitions", cfg.read_partitions)
               .load())
     results = events.groupBy("shard").applyInPandasWithState(
-        check_market_data, RESULT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout)
+        check_market_data, RESULT_BLOCK_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout)
     writer = (results.writeStream.format(SINK_NAME)
               .option("path", str(cfg.out_dir))
               .option("checkpointLocation", str(cfg.checkpoint_dir))

@@ -1,8 +1,12 @@
-"""Vectorised decoding of ingress-log records into columns (numpy, no per-event Python).
+"""Vectorised decoding of ingress-log records into packed event arrays (numpy only).
+
+Between Spark stages events travel as *packed blocks*: one Spark row per (read range,
+shard) whose binary column holds a numpy array of `EVENT_DTYPE`. Spark still routes
+every block to its shard's stateful task, but handles a few rows per batch instead of
+one per event, so the JVM's per-row work (row conversion, shuffle sort) disappears.
 
 Symbols travel as the 4 symbol bytes read as a big-endian int32 and order ids as the
-6 id bytes read as a big-endian integer: fixed-width numbers keep Arrow batches small
-and every step vectorised; `symbol_bytes`/`order_id_bytes` turn them back.
+6 id bytes read as a big-endian integer; `symbol_bytes`/`order_id_bytes` turn them back.
 """
 from __future__ import annotations
 
@@ -11,11 +15,12 @@ import numpy as np
 from .fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE
 from .ingress_log import PAYLOAD_OFFSET
 
-# Column order is the Spark source schema's order.
-SOURCE_COLUMNS = ("seq", "ingest_ns", "shard", "kind", "symbol", "side", "account",
-                  "order_id", "qty", "price", "bid", "offer")
-SOURCE_SCHEMA = ("seq long, ingest_ns long, shard int, kind byte, symbol int, side byte, "
-                 "account long, order_id long, qty double, price double, bid double, offer double")
+# One event; for an NBBO `a, b` are bid and offer, for an order qty and price.
+EVENT_DTYPE = np.dtype([("seq", "<i8"), ("ingest_ns", "<i8"), ("kind", "i1"), ("side", "i1"),
+                        ("symbol", "<i4"), ("account", "<u4"), ("order_id", "<i8"),
+                        ("a", "<f8"), ("b", "<f8")])
+# Spark schema of a block of one shard's events (rows of the source).
+BLOCK_SCHEMA = "shard int, first_seq long, count long, events binary"
 
 
 def _field(rec: np.ndarray, offset: int, width: int, dtype: str) -> np.ndarray:
@@ -29,33 +34,40 @@ def shard_of(symbol: np.ndarray, n_shards: int) -> np.ndarray:
     return ((h >> np.uint64(16)) % np.uint64(n_shards)).astype(np.int32)
 
 
-def decode_records(rec: np.ndarray, first_seq: int, n_shards: int) -> dict[str, np.ndarray]:
-    """Decode (n, 64) log records into the source columns."""
+def decode_events(rec: np.ndarray, first_seq: int) -> np.ndarray:
+    """Decode (n, 64) log records into an `EVENT_DTYPE` array."""
     n = rec.shape[0]
+    ev = np.zeros(n, dtype=EVENT_DTYPE)
     kind = rec[:, PAYLOAD_OFFSET].astype(np.int8)
     is_order = kind == ORDER_TYPE
-    ingest = np.ascontiguousarray(rec[:, :8]).view("<i8").reshape(-1)
-    sym_n = _field(rec, NBBO_FIELDS["symbol"], 4, ">i4")
-    sym_o = _field(rec, ORDER_FIELDS["symbol"], 4, ">i4")
-    symbol = np.where(is_order, sym_o, sym_n).astype(np.int32)
-    oid = np.zeros((n, 8), dtype=np.uint8)
-    off = PAYLOAD_OFFSET + ORDER_FIELDS["order_id"]
-    oid[:, 2:] = rec[:, off:off + 6]
-    zero = np.zeros(n)
-    return {
-        "seq": np.arange(first_seq, first_seq + n, dtype=np.int64),
-        "ingest_ns": ingest.astype(np.int64),
-        "shard": shard_of(symbol, n_shards),
-        "kind": kind,
-        "symbol": symbol,
-        "side": np.where(is_order, rec[:, PAYLOAD_OFFSET + ORDER_FIELDS["side"]], 0).astype(np.int8),
-        "account": np.where(is_order, _field(rec, ORDER_FIELDS["account"], 4, ">u4"), 0).astype(np.int64),
-        "order_id": np.where(is_order, oid.view(">i8").reshape(-1), 0).astype(np.int64),
-        "qty": np.where(is_order, _field(rec, ORDER_FIELDS["qty"], 8, ">f8"), zero),
-        "price": np.where(is_order, _field(rec, ORDER_FIELDS["price"], 8, ">f8"), zero),
-        "bid": np.where(kind == NBBO_TYPE, _field(rec, NBBO_FIELDS["bid"], 8, ">f8"), zero),
-        "offer": np.where(kind == NBBO_TYPE, _field(rec, NBBO_FIELDS["offer"], 8, ">f8"), zero),
-    }
+    ev["seq"] = np.arange(first_seq, first_seq + n, dtype=np.int64)
+    ev["ingest_ns"] = np.ascontiguousarray(rec[:, :8]).view("<i8").reshape(-1)
+    ev["kind"] = kind
+    ev["symbol"] = np.where(is_order, _field(rec, ORDER_FIELDS["symbol"], 4, ">i4"),
+                            _field(rec, NBBO_FIELDS["symbol"], 4, ">i4"))
+    ev["a"] = np.where(is_order, _field(rec, ORDER_FIELDS["qty"], 8, ">f8"),
+                       _field(rec, NBBO_FIELDS["bid"], 8, ">f8"))
+    ev["b"] = np.where(is_order, _field(rec, ORDER_FIELDS["price"], 8, ">f8"),
+                       _field(rec, NBBO_FIELDS["offer"], 8, ">f8"))
+    orders = np.flatnonzero(is_order)
+    if len(orders):
+        o = rec[orders]
+        ev["side"][orders] = o[:, PAYLOAD_OFFSET + ORDER_FIELDS["side"]]
+        ev["account"][orders] = _field(o, ORDER_FIELDS["account"], 4, ">u4")
+        oid = np.zeros((len(orders), 8), dtype=np.uint8)
+        off = PAYLOAD_OFFSET + ORDER_FIELDS["order_id"]
+        oid[:, 2:] = o[:, off:off + 6]
+        ev["order_id"][orders] = oid.view(">i8").reshape(-1)
+    return ev
+
+
+def split_by_shard(ev: np.ndarray, n_shards: int) -> list[tuple[int, np.ndarray]]:
+    """Split events (in seq order) into per-shard arrays, each still in seq order."""
+    shard = shard_of(ev["symbol"], n_shards)
+    order = np.argsort(shard, kind="stable")
+    bounds = np.searchsorted(shard[order], np.arange(n_shards + 1))
+    return [(k, ev[order[bounds[k]:bounds[k + 1]]]) for k in range(n_shards)
+            if bounds[k + 1] > bounds[k]]
 
 
 def symbol_bytes(symbol: np.ndarray) -> np.ndarray:

@@ -19,19 +19,26 @@ RESULT_FRAME = np.dtype([
 assert RESULT_FRAME.itemsize == 4 + RESULT_LEN
 
 
-def encode_result_columns(cols: dict[str, np.ndarray], now_ns: int | None = None) -> np.ndarray:
-    """Build framed OrderResult records from result columns; timestamp = now."""
+# A result on its way from the state task to the sink: the frame and where it came from.
+RESULT_BLOCK_DTYPE = np.dtype([("frame", RESULT_FRAME), ("seq", "<i8"), ("ingest_ns", "<i8")])
+
+
+def encode_results(orders: np.ndarray, bid: np.ndarray, offer: np.ndarray) -> np.ndarray:
+    """Build result rows (OrderResult frame, seq, ingest ns) from rejected order events.
+
+    The frame's timestamp is left 0: the sink stamps it when it writes the frame.
+    """
     from .records import order_id_bytes, symbol_bytes
-    n = len(cols["seq"])
-    out = np.empty(n, dtype=RESULT_FRAME)
-    out["len"] = RESULT_LEN
-    out["side"] = cols["side"]
-    out["account"] = cols["account"]
-    out["order_id"] = order_id_bytes(cols["order_id"])
-    out["symbol"] = symbol_bytes(cols["symbol"])
-    for f in ("qty", "price", "bid", "offer"):
-        out[f] = cols[f]
-    out["timestamp"] = time.time_ns() if now_ns is None else now_ns
+    out = np.zeros(len(orders), dtype=RESULT_BLOCK_DTYPE)
+    f = out["frame"]
+    f["len"] = RESULT_LEN
+    f["side"] = orders["side"]
+    f["account"] = orders["account"]
+    f["order_id"] = order_id_bytes(orders["order_id"])
+    f["symbol"] = symbol_bytes(orders["symbol"])
+    f["qty"], f["price"] = orders["a"], orders["b"]
+    f["bid"], f["offer"] = bid, offer
+    out["seq"], out["ingest_ns"] = orders["seq"], orders["ingest_ns"]
     return out
 
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
 SINK_NAME = "marketspread_results"
-RESULT_SCHEMA = ("seq long, ingest_ns long, side byte, account long, order_id long, symbol int, "
-                 "qty double, price double, bid double, offer double")
+# One row per shard per batch: the shard's results as packed `RESULT_BLOCK_DTYPE` bytes.
+RESULT_BLOCK_SCHEMA = "shard int, first_seq long, count long, frames binary"
 
 
 @dataclass
@@ -52,7 +52,7 @@ class ResultSink(DataSource):
         return SINK_NAME
 
     def schema(self) -> str:
-        return RESULT_SCHEMA
+        return RESULT_BLOCK_SCHEMA
 
     def streamWriter(self, schema, overwrite: bool) -> "ResultStreamWriter":
         return ResultStreamWriter(self.options)
@@ -65,24 +65,28 @@ class ResultStreamWriter(DataSourceStreamArrowWriter):
         os.makedirs(os.path.join(self.path, "_manifest"), exist_ok=True)
 
     def write(self, iterator) -> PartWritten:
+        import time
+
         import numpy as np
         import pyarrow as pa
 
-        from .results import encode_result_columns
+        from .results import RESULT_BLOCK_DTYPE
 
         batches = [b for b in iterator if b.num_rows]
         if not batches:
             return PartWritten(None, 0, -1)
-        table = pa.Table.from_batches(batches)
-        cols = {c: table.column(c).to_numpy() for c in table.column_names}
-        frames = encode_result_columns(cols)
+        table = pa.Table.from_batches(batches).sort_by("first_seq")
+        blob = b"".join(v.as_py() for v in table.column("frames"))
+        rows = np.frombuffer(blob, dtype=RESULT_BLOCK_DTYPE)
+        frames = rows["frame"].copy()
+        frames["timestamp"] = time.time_ns()
+        keys = np.empty((len(rows), 2), dtype="<i8")
+        keys[:, 0], keys[:, 1] = rows["seq"], rows["ingest_ns"]
         name = f"part-{uuid.uuid4().hex}"
         base = os.path.join(self.path, "parts", name)
-        side = np.empty((len(frames), 2), dtype="<i8")
-        side[:, 0], side[:, 1] = cols["seq"], cols["ingest_ns"]
-        _write_durable(base + ".seq", side.tobytes())
+        _write_durable(base + ".seq", keys.tobytes())
         _write_durable(base + ".bin", frames.tobytes())
-        return PartWritten(name, len(frames), int(cols["seq"].min()))
+        return PartWritten(name, len(rows), int(keys[0, 0]))
 
     def commit(self, messages, batchId: int) -> None:
         parts = sorted((m for m in messages if m is not None and m.name), key=lambda m: m.first_seq)

@@ -1,17 +1,18 @@
 """Spark streaming source over the ingress log (a Python data source).
 
 Offsets are log sequence numbers, so a restarted query re-reads exactly the ranges its
-checkpoint recorded. `read` runs inside Spark tasks and yields Arrow batches decoded
-with numpy.
+checkpoint recorded. `read` runs inside Spark tasks: it decodes its range with numpy and
+yields one row per shard holding that shard's events as a packed block (records.py).
 """
 from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from .records import SOURCE_SCHEMA
+from .records import BLOCK_SCHEMA
 
 SOURCE_NAME = "marketspread_ingress"
+BLOCK_RECORDS = 262_144           # events decoded at once; ~13 MB per block at most
 
 
 class LogRange(InputPartition):
@@ -33,7 +34,7 @@ class IngressDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> str:
-        return SOURCE_SCHEMA
+        return BLOCK_SCHEMA
 
     def streamReader(self, schema) -> "IngressStreamReader":
         return IngressStreamReader(self.options)
@@ -77,15 +78,18 @@ class IngressStreamReader(DataSourceStreamReader):
         import pyarrow as pa
 
         from .ingress_log import LogReader
-        from .records import SOURCE_COLUMNS, decode_records
+        from .records import decode_events, split_by_shard
 
         reader = LogReader(self.path)
-        step = 262_144
-        for a in range(partition.start, partition.end, step):
-            b = min(partition.end, a + step)
-            cols = decode_records(reader.read(a, b), a, self.n_shards)
-            yield pa.RecordBatch.from_arrays([pa.array(cols[c]) for c in SOURCE_COLUMNS],
-                                             names=list(SOURCE_COLUMNS))
+        for a in range(partition.start, partition.end, BLOCK_RECORDS):
+            b = min(partition.end, a + BLOCK_RECORDS)
+            blocks = split_by_shard(decode_events(reader.read(a, b), a), self.n_shards)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([k for k, _ in blocks], pa.int32()),
+                 pa.array([int(ev["seq"][0]) for _, ev in blocks], pa.int64()),
+                 pa.array([len(ev) for _, ev in blocks], pa.int64()),
+                 pa.array([ev.tobytes() for _, ev in blocks], pa.binary())],
+                names=["shard", "first_seq", "count", "events"])
 
     def commit(self, end: dict) -> None:
         # Nothing to release: the log keeps its segments (see progress.py for why the
