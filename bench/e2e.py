@@ -1,7 +1,7 @@
 """Whole-path benchmark of the Market Spread job: senders -> TCP ingress -> Spark -> result files.
 
 It runs the processes a user runs (`marketspread ingress`, `marketspread job`,
-`marketspread send`), each in its own process group, on generated input that loops.
+`marketspread send`), each in a session of its own, on generated input that loops.
 
     python bench/e2e.py throughput [--duration 60] [--warmup 20]   # unthrottled senders
     python bench/e2e.py latency --rate 50000 [--duration 60]       # offered load, events/s
@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -52,7 +53,7 @@ INGRESS_READY_TIMEOUT = 60.0
 JOB_READY_TIMEOUT = 240.0          # JVM start, session, first query plan
 DRAIN_TIMEOUT = 300.0              # job catching up with the log after the senders stop
 JOB_STOP_TIMEOUT = 90.0
-STOP_GRACE = 10.0                  # seconds between SIGTERM and SIGKILL of a group
+STOP_GRACE = 10.0                  # seconds between SIGTERM and SIGKILL of a session
 REFERENCE_CHUNK = 1 << 20          # log records decoded per step of the reference
 
 # Where the fields of a log record are: ingest ns, then the payload as received.
@@ -89,9 +90,17 @@ class BenchConfig:
 
 
 @dataclass(frozen=True)
+class StartupFigures:
+    """Seconds each step of the start took; the warm-up begins after the first commit."""
+    ingress_ready_s: float             # spawn -> listening
+    job_ready_s: float                 # spawn -> query started (JVM, session, plan)
+    first_commit_s: float              # senders started -> first batch committed
+
+
+@dataclass(frozen=True)
 class Sample:
-    """One look at the run, taken every second after the senders started."""
-    t: float                           # seconds since the senders started
+    """One look at the run, taken every second from the job's first commit on."""
+    t: float                           # seconds since the job's first commit
     wall_ns: int
     consumed: int
     head: int
@@ -162,6 +171,7 @@ class ExactnessFigures:
 class ModeResult:
     """Everything one mode measured."""
     config: BenchConfig
+    startup: StartupFigures
     throughput: ThroughputFigures
     latency_written: LatencyFigures | None
     latency_committed: LatencyFigures | None
@@ -174,7 +184,7 @@ class ModeResult:
 
 @dataclass
 class Proc:
-    """A started `marketspread` command, leader of its own process group."""
+    """A started `marketspread` command, leader of its own session."""
     name: str
     popen: subprocess.Popen
     log_path: Path
@@ -205,9 +215,9 @@ class Fleet:
         return proc
 
     def stop(self, proc: Proc, timeout: float = STOP_GRACE, leader_only: bool = False) -> None:
-        """SIGTERM (the leader only, or the whole group), wait, then SIGKILL what is left."""
+        """SIGTERM (the leader only, or its whole session), wait, then SIGKILL what is left."""
         if proc.alive():
-            _signal(proc, signal.SIGTERM, group=not leader_only)
+            _signal(proc, signal.SIGTERM, session=not leader_only)
             try:
                 proc.popen.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -220,29 +230,61 @@ class Fleet:
             self.stop(p, timeout=STOP_GRACE)
 
 
-def _signal(proc: Proc, sig: int, group: bool = True) -> bool:
-    """Send `sig` to the process group (or its leader); return whether anyone was there."""
-    try:
-        if group:
-            os.killpg(proc.popen.pid, sig)
-        else:
-            os.kill(proc.popen.pid, sig)
-        return True
-    except ProcessLookupError:
-        return False
+def session_members(sid: int) -> list[int]:
+    """Return the pids in session `sid` (each process we start leads its own session).
+
+    A session, not a process group: PySpark's worker daemons put themselves in process
+    groups of their own, but stay in the job's session.
+    """
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:            # gone meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()     # state, ppid, pgrp, session, ...
+        if int(fields[3]) == sid and fields[0] != "Z":     # a zombie needs no signal
+            pids.append(int(d.name))
+    return pids
+
+
+def _signal(proc: Proc, sig: int, session: bool = True) -> bool:
+    """Send `sig` to every process of the session (or its leader); return whether anyone was there."""
+    pids = session_members(proc.popen.pid) if session else [proc.popen.pid]
+    hit = False
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+            hit = True
+        except ProcessLookupError:
+            pass
+    return hit
 
 
 def _sweep(proc: Proc) -> None:
-    """Make sure nothing of the group outlives its leader (e.g. Spark's JVM or workers)."""
+    """Make sure nothing of the session outlives its leader (e.g. Spark's JVM or Python workers)."""
     if _signal(proc, signal.SIGTERM):
         deadline = time.monotonic() + STOP_GRACE
-        while time.monotonic() < deadline and _signal(proc, 0):
+        while time.monotonic() < deadline and session_members(proc.popen.pid):
             time.sleep(0.1)
         _signal(proc, signal.SIGKILL)
     try:
         proc.popen.wait(timeout=STOP_GRACE)
     except subprocess.TimeoutExpired:
         pass
+
+
+@contextmanager
+def signals_ignored():
+    """Ignore SIGINT and SIGTERM inside the block (cleanup is bounded by its own timeouts)."""
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def log_tail(path: Path, lines: int = 15) -> str:
@@ -257,8 +299,7 @@ def check_alive(procs: list[Proc]) -> None:
     """Raise if one of the processes has exited."""
     for p in procs:
         if not p.alive():
-            raise RuntimeError(f"{p.name} exited with code {p.popen.returncode}; "
-                               f"its log ends:\n{log_tail(p.log_path)}")
+            raise RuntimeError(f"{p.name} exited with code {p.popen.returncode} (log: {p.log_path})")
 
 
 def wait_until(predicate, timeout: float, what: str, watch: list[Proc], interval: float = 0.2):
@@ -416,7 +457,8 @@ def cadence_figures(ids: np.ndarray, times: np.ndarray, ends: dict[int, int],
         return None
     t = np.sort(times[sel])
     gaps = np.diff(t) / 1e6
-    sizes = [ends[b] - ends[b - 1] for b in ids[sel].tolist() if b in ends and b - 1 in ends]
+    sizes = [ends[b] - ends.get(b - 1, 0) for b in ids[sel].tolist()
+             if b in ends and (b == 0 or b - 1 in ends)]
     return CadenceFigures(int(sel.sum()), round(float(sel.sum()) / ((end_ns - start_ns) / 1e9), 3),
                           round(float(np.median(gaps)), 1), round(float(np.percentile(gaps, 90)), 1),
                           round(float(gaps.max()), 1), float(np.median(sizes)) if sizes else None)
@@ -535,22 +577,30 @@ def run_mode(cfg: BenchConfig, files: dict[str, Path], run_dir: Path) -> ModeRes
     fleet = Fleet(run_dir / "logs", cwd=run_dir)
     log_dir = run_dir / "ingress"
     try:
+        t0 = time.monotonic()
         ingress, ports = start_ingress(fleet, run_dir, cfg)
+        t1 = time.monotonic()
         job = start_job(fleet, run_dir, cfg)
+        t2 = time.monotonic()
         offered = f"{cfg.rate:,} events/s" if cfg.rate else "unthrottled"
-        print(f"e2e {cfg.mode}: ingress on {ports}, job running; senders {offered}; "
-              f"{cfg.warmup:g} s warm-up + {cfg.duration:g} s measured", flush=True)
+        print(f"e2e {cfg.mode}: ingress on {ports}, job ready in {t2 - t1:.1f} s; senders {offered}; "
+              f"{cfg.warmup:g} s warm-up (after the first commit) + {cfg.duration:g} s measured", flush=True)
         senders = start_senders(fleet, ports, files, cfg.rate)
+        wait_until(lambda: read_consumed(log_dir) > 0, JOB_READY_TIMEOUT, "the job's first commit",
+                   fleet.procs)
+        startup = StartupFigures(round(t1 - t0, 3), round(t2 - t1, 3), round(time.monotonic() - t2, 3))
         samples = sample_run(log_dir, cfg.warmup + cfg.duration, cfg.warmup, fleet.procs)
         drain_s = stop_input_and_drain(fleet, senders, ingress, job, log_dir)
         fleet.stop(job, timeout=JOB_STOP_TIMEOUT, leader_only=True)
     except (RuntimeError, TimeoutError):
-        for p in (fleet.procs[:2]):
-            print(f"--- {p.name} log ({p.log_path}) ---\n{log_tail(p.log_path)}", file=sys.stderr)
+        for p in fleet.procs:              # --keep keeps the whole logs
+            if p.name in ("ingress", "job") or not p.alive():
+                print(f"--- {p.name} log ends ---\n{log_tail(p.log_path)}", file=sys.stderr)
         raise
     finally:
-        fleet.stop_all()
-    return figures_of(cfg, run_dir, samples, drain_s)
+        with signals_ignored():            # a second Ctrl-C must not leave processes behind
+            fleet.stop_all()
+    return figures_of(cfg, startup, run_dir, samples, drain_s)
 
 
 def stop_input_and_drain(fleet: Fleet, senders: list[Proc], ingress: Proc, job: Proc, log_dir: Path) -> float:
@@ -565,7 +615,8 @@ def stop_input_and_drain(fleet: Fleet, senders: list[Proc], ingress: Proc, job: 
     return time.monotonic() - t0
 
 
-def figures_of(cfg: BenchConfig, run_dir: Path, samples: list[Sample], drain_s: float) -> ModeResult:
+def figures_of(cfg: BenchConfig, startup: StartupFigures, run_dir: Path, samples: list[Sample],
+               drain_s: float) -> ModeResult:
     """Turn the samples and the files the run left into figures."""
     win_start = next(s for s in samples if s.t >= cfg.warmup - 1e-6).wall_ns
     win_end = samples[-1].wall_ns
@@ -579,8 +630,8 @@ def figures_of(cfg: BenchConfig, run_dir: Path, samples: list[Sample], drain_s: 
         committed = np.repeat(commit_ns, counts) - side[:, 1]
         lat_committed = latency_figures("committed", committed[in_window])
     cadence = cadence_figures(ids, commit_ns, batch_end_offsets(run_dir / "checkpoint"), win_start, win_end)
-    return ModeResult(cfg, throughput_figures(samples, cfg.warmup), lat_written, lat_committed, cadence,
-                      check_exactness(run_dir, frames, side, drain_s), samples)
+    return ModeResult(cfg, startup, throughput_figures(samples, cfg.warmup), lat_written, lat_committed,
+                      cadence, check_exactness(run_dir, frames, side, drain_s), samples)
 
 
 # --------------------------------------------------------------------------- report
@@ -601,7 +652,7 @@ def git_info() -> dict:
     """Return the commit and whether the work tree had changes."""
     def git(*args):
         r = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10)
-        return r.stdout.strip() if r.returncode == 0 else None
+        return r.stdout.rstrip("\n") if r.returncode == 0 else None
     status = git("status", "--porcelain", "--untracked-files=no")
     return {"commit": git("rev-parse", "--short", "HEAD"), "dirty": bool(status),
             "changed": status.splitlines() if status else []}
@@ -620,6 +671,8 @@ def summary(res: ModeResult) -> str:
     c, t, e = res.config, res.throughput, res.exactness
     rows = [("mode", c.mode), ("offered", f"{c.rate:,} events/s" if c.rate else "unthrottled"),
             ("master / shards", f"{c.master} / {c.shards}"),
+            ("start", f"job ready {res.startup.job_ready_s:.1f} s, first commit "
+                      f"{res.startup.first_commit_s:.1f} s after the senders started"),
             ("window", f"{t.window_s:.0f} s after {c.warmup:g} s warm-up"),
             ("processed, mean", f"{t.processed_mean:,.0f} events/s"),
             ("processed, median of 5-s", f"{t.processed_median_5s:,.0f} events/s"),
@@ -656,7 +709,8 @@ def write_json(res: ModeResult, machine: dict, git: dict, argv: list[str]) -> Pa
     doc = {"benchmark": "e2e", "mode": res.config.mode, "utc": stamp,
            "command": shlex.join([sys.executable, *argv]), "git": git,
            "machine": dict(machine, loadavg_at_end=list(os.getloadavg())),
-           "config": asdict(res.config), "throughput": asdict(res.throughput),
+           "config": asdict(res.config), "startup": asdict(res.startup),
+           "throughput": asdict(res.throughput),
            "latency_written": res.latency_written and asdict(res.latency_written),
            "latency_committed": res.latency_committed and asdict(res.latency_committed),
            "cadence": res.cadence and asdict(res.cadence), "exactness": asdict(res.exactness),
@@ -718,7 +772,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         nbbo, orders = ensure_data(state_dir / "data", args.symbols, args.wide_share)
         for cfg in mode_configs(args, state_dir):
-            res = run_mode(cfg, {"nbbo": nbbo, "orders": orders}, state_dir / f"run-{cfg.mode}")
+            run_dir = state_dir / f"run-{cfg.mode}"
+            res = run_mode(cfg, {"nbbo": nbbo, "orders": orders}, run_dir)
+            if not args.keep:              # a throughput run's log is gigabytes
+                shutil.rmtree(run_dir, ignore_errors=True)
             path = write_json(res, machine, git, argv)
             print(f"\ne2e {cfg.mode} (commit {git['commit']}{', dirty' if git['dirty'] else ''}):\n"
                   f"{summary(res)}\n  -> {path.relative_to(ROOT)}\n", flush=True)

@@ -22,14 +22,17 @@ def _spawn(args: list[str], log_path: Path, cfg: Config) -> subprocess.Popen:
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
+    # SIGTERM to the process itself (the job stops its query cleanly, then its JVM);
+    # the whole group only if it does not end in time.
     for p in procs:
         if p.poll() is None:
-            os.killpg(p.pid, signal.SIGTERM)
+            p.terminate()
     for p in procs:
         try:
             p.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
 
 
 def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, symbols: int = 350) -> int:

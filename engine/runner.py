@@ -31,7 +31,7 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
         host, _, port = forward.rpartition(":")
         forwarder = ResultForwarder(cfg.out_dir, host or "127.0.0.1", int(port)).start()
     t_end = time.monotonic() + duration if duration else None
-    last = time.monotonic()
+    last, last_consumed = time.monotonic(), read_consumed(cfg.log_dir)
     try:
         while not stop.wait(0.5):
             if query.exception() is not None:
@@ -39,13 +39,15 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
                 return 1
             if t_end and time.monotonic() >= t_end:
                 break
-            if time.monotonic() - last >= 5:
-                last = time.monotonic()
-                p = query.lastProgress or {}
+            now = time.monotonic()
+            if now - last >= 5:
+                # Spark's row counts are blocks of events (records.py); count events in the log.
                 consumed, head = read_consumed(cfg.log_dir), read_head(cfg.log_dir)
-                log.info("batch %s: %.0f rows/s processed, batch %s ms, backlog %d records",
-                         p.get("batchId", "-"), p.get("processedRowsPerSecond") or 0,
+                p = query.lastProgress or {}
+                log.info("batch %s: %.0f events/s committed, last batch %s ms, backlog %d events",
+                         p.get("batchId", "-"), (consumed - last_consumed) / (now - last),
                          (p.get("durationMs") or {}).get("triggerExecution", "-"), head - consumed)
+                last, last_consumed = now, consumed
     finally:
         stop_query(spark, query)
         if forwarder is not None:
