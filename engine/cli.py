@@ -22,12 +22,14 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--trigger-ms", type=int, help="micro-batch trigger interval (default 0: as fast as possible)")
     g.add_argument("--no-fsync", dest="fsync", action="store_const", const=False,
                    help="ingress does not fsync (survives process crashes, not machine crashes)")
+    g.add_argument("--no-metrics", dest="metrics", action="store_const", const=False,
+                   help="record no latency metrics (default: on, written to MS_INFLUX_URL)")
 
 
 def config_from(args: argparse.Namespace) -> Config:
     """Build the Config from the environment and the common flags."""
     keys = ("state_dir", "master", "shards", "host", "nbbo_port", "orders_port", "max_backlog",
-            "max_rows_per_batch", "trigger_ms", "fsync")
+            "max_rows_per_batch", "trigger_ms", "fsync", "metrics")
     over = {k: getattr(args, k, None) for k in keys}
     cfg = Config.from_env(**over)
     if over.get("max_backlog") is not None:
@@ -103,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
     p.add_argument("--symbols", type=int, default=350)
     p.set_defaults(func=_cmd_demo)
+
+    from collector import influx_server
+    p = sub.add_parser("influxdb", help="run the project's own InfluxDB server (start|stop|status)")
+    influx_server.add_arguments(p)
+    p.set_defaults(func=influx_server.run)
 
     from .tools import generate, receiver, sender
     for name, mod, help_ in (("generate", generate, "generate synthetic NBBO and order files"),

@@ -31,6 +31,7 @@ class Config:
     read_partitions: int = 2
     trigger_ms: int = 0
     spark_ui: bool = False
+    metrics: bool = True                  # latency samples recorded in tasks, shipped to InfluxDB
 
     @property
     def log_dir(self) -> Path:

@@ -134,8 +134,12 @@ class IngressServer:
     `stop()` from any thread ends the loop and waits for a clean shutdown.
     """
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config, on_commit=None):
+        """`on_commit(commit_ns, [(stream, ingest_ns, n), ...])` is called after each group
+        commit with what it made durable (the `ingress` latency step); it must not block."""
         self.cfg = cfg
+        self.on_commit = on_commit
+        self._appended: list[tuple[str, int, int]] = []
         self.ports: dict[str, int] = {}
         self.error: BaseException | None = None
         self._sel: selectors.BaseSelector | None = None
@@ -256,6 +260,9 @@ class IngressServer:
                         closing.append(key.data)
             if appended:
                 self._writer.commit()
+                if self.on_commit is not None:
+                    self.on_commit(time.time_ns(), self._appended)
+                    self._appended = []
             if dead:
                 self._dead.flush()
             for conn in closing:     # after the commit: a sender seeing our close is durable
@@ -326,7 +333,10 @@ class IngressServer:
         conn.pending = bytes(mv[end - rest:end]) if rest else b""
         n_good = len(res.payloads)
         if n_good:
-            self._writer.append(res.payloads, ts or time.time_ns())
+            ts = ts or time.time_ns()
+            self._writer.append(res.payloads, ts)
+            if self.on_commit is not None:
+                self._appended.append((conn.stream, ts, n_good))
         conn.accepted += n_good
         conn.bytes_in += end - p
         with self._lock:
@@ -457,7 +467,15 @@ class IngressServer:
 
 def run_ingress(cfg: Config, progress_every: float = 5.0) -> int:
     """Serve the ingress until SIGTERM/SIGINT, printing a progress line every few seconds."""
-    server = IngressServer(cfg).start()
+    server = IngressServer(cfg)
+    metrics = writer = None
+    if cfg.metrics:
+        from .metrics_shipper import run_id_for
+        from .metrics_wiring import IngressMetrics, open_writer
+        writer = open_writer(cfg.state_dir, "ingress")
+        metrics = IngressMetrics(run_id_for(cfg.state_dir), writer, server.stats).start()
+        server.on_commit = metrics.on_commit
+    server.start()
     stop = threading.Event()
     old = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     last, t_last = server.stats(), time.monotonic()
@@ -474,6 +492,9 @@ def run_ingress(cfg: Config, progress_every: float = 5.0) -> int:
             last, t_last = st, now
     finally:
         server.stop()
+        if metrics is not None:
+            metrics.stop()
+            writer.close(timeout=10)
         for sig, handler in old.items():
             signal.signal(sig, handler)
     return 1 if server.error else 0

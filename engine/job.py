@@ -1,6 +1,7 @@
 """The Market Spread streaming query: ingress log -> per-shard state -> result files."""
 from __future__ import annotations
 
+import time
 from typing import Iterator
 
 import numpy as np
@@ -19,19 +20,38 @@ QUERY_NAME = "market-spread"
 _LISTENERS: dict[str, ConsumedOffsetListener] = {}
 
 
-def check_market_data(key, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
-    """applyInPandasWithState function: run the rule over one shard's blocks of a batch."""
-    blocks = pd.concat(list(pdfs), ignore_index=True).sort_values("first_seq")
-    if not len(blocks):
-        return
-    ev = np.frombuffer(b"".join(blocks["events"]), dtype=EVENT_DTYPE)
-    shard_state = ShardState.from_bytes(*state.get) if state.exists else ShardState.empty()
-    out = apply_rule(shard_state, ev["seq"], ev["kind"], ev["symbol"], ev["a"], ev["b"])
-    state.update(out.state.to_bytes())
-    if len(out.rows):
-        yield pd.DataFrame({"shard": [int(key[0])], "first_seq": [int(ev["seq"][out.rows[0]])],
-                            "count": [len(out.rows)],
-                            "frames": [encode_results(ev[out.rows], out.bid, out.offer).tobytes()]})
+def make_check_market_data(metrics: bool = True):
+    """Return the applyInPandasWithState function (with or without latency samples)."""
+
+    def check_market_data(key, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+        """Run the rule over one shard's blocks of a batch; pass results and samples on."""
+        t0 = time.time_ns()
+        blocks = pd.concat(list(pdfs), ignore_index=True).sort_values("first_seq")
+        if not len(blocks):
+            return
+        ev = np.frombuffer(b"".join(blocks["events"]), dtype=EVENT_DTYPE)
+        shard_state = ShardState.from_bytes(*state.get) if state.exists else ShardState.empty()
+        out = apply_rule(shard_state, ev["seq"], ev["kind"], ev["symbol"], ev["a"], ev["b"])
+        state.update(out.state.to_bytes())
+        frames = encode_results(ev[out.rows], out.bid, out.offer).tobytes() if len(out.rows) else b""
+        samples = b""
+        if metrics:
+            from pyspark import TaskContext
+
+            from collector.samples import decode_samples, encode_samples, worker_name
+
+            from .step_metrics import state_samples
+            carried = [x for m in blocks["metrics"] if m for x in decode_samples(m)]
+            ctx = TaskContext.get()
+            own = state_samples(ev, out.rows, worker_name(ctx.partitionId() if ctx else None),
+                                t0, time.time_ns())
+            samples = encode_samples(carried + own)
+        if frames or samples:
+            yield pd.DataFrame({"shard": [int(key[0])],
+                                "first_seq": [int(ev["seq"][out.rows[0]]) if len(out.rows) else -1],
+                                "count": [len(out.rows)], "frames": [frames], "metrics": [samples]})
+
+    return check_market_data
 
 
 def register_sources(spark) -> None:
@@ -51,11 +71,13 @@ def start_query(spark, cfg: Config):
               .option("shards", cfg.shards)
               .option("maxRowsPerBatch", cfg.max_rows_per_batch)
               .option("partitions", cfg.read_partitions)
+              .option("metrics", str(cfg.metrics).lower())
               .load())
     results = events.groupBy("shard").applyInPandasWithState(
-        check_market_data, RESULT_BLOCK_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout)
+        make_check_market_data(cfg.metrics), RESULT_BLOCK_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout)
     writer = (results.writeStream.format(SINK_NAME)
               .option("path", str(cfg.out_dir))
+              .option("metrics", str(cfg.metrics).lower())
               .option("checkpointLocation", str(cfg.checkpoint_dir))
               .queryName(QUERY_NAME)
               .outputMode("append"))

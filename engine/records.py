@@ -20,7 +20,8 @@ EVENT_DTYPE = np.dtype([("seq", "<i8"), ("ingest_ns", "<i8"), ("kind", "i1"), ("
                         ("symbol", "<i4"), ("account", "<u4"), ("order_id", "<i8"),
                         ("a", "<f8"), ("b", "<f8")])
 # Spark schema of a block of one shard's events (rows of the source).
-BLOCK_SCHEMA = "shard int, first_seq long, count long, events binary"
+# `metrics`: encoded latency samples (collector.samples) riding along with the data.
+BLOCK_SCHEMA = "shard int, first_seq long, count long, events binary, metrics binary"
 
 
 def _field(rec: np.ndarray, offset: int, width: int, dtype: str) -> np.ndarray:

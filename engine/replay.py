@@ -7,6 +7,7 @@ file, so the result is a function of the files alone.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import socket
 import time
@@ -70,8 +71,12 @@ def write_results(out_dir: Path, out: Path) -> int:
 
 def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
            run_id: str | None = None, keep: bool = False, timeout: float = 3600.0,
-           spark=None) -> ReplayReport:
-    """Replay the files through ingress and the job; write the results to `out`."""
+           spark=None, ship_metrics: bool | None = None) -> ReplayReport:
+    """Replay the files through ingress and the job; write the results to `out`.
+
+    Latency metrics tagged `run=<run_id>` go to InfluxDB when `ship_metrics` is true
+    (default: when `MS_INFLUX_URL` is set).
+    """
     from .ingress import IngressServer
     from .ingress_log import read_consumed
     from .job import start_query, stop_query
@@ -85,6 +90,14 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
                    max_backlog=1 << 62, resume_backlog=1 << 62)
     t0 = time.monotonic()
     server = IngressServer(rcfg)
+    shipper = metrics = writer = None
+    if ship_metrics if ship_metrics is not None else bool(os.environ.get("MS_INFLUX_URL")):
+        from .metrics_shipper import MetricsShipper
+        from .metrics_wiring import IngressMetrics, open_writer
+        writer = open_writer(cfg.state_dir, f"replay-{run_id}")
+        metrics = IngressMetrics(run_id, writer, server.stats).start()
+        server.on_commit = metrics.on_commit
+        shipper = MetricsShipper(rcfg.out_dir, run_id, writer).start()
     server.start()
     spark = spark or build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui)
     query = start_query(spark, rcfg)
@@ -105,6 +118,12 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
     finally:
         stop_query(spark, query)
         server.stop()
+        if shipper is not None:
+            shipper.stop()
+            metrics.stop()
+            if not writer.close(timeout=60):
+                log.warning("replay %s: some metrics could not be written; they stay in %s",
+                            run_id, writer.spool_dir)
     st = server.stats()
     n = write_results(rcfg.out_dir, Path(out))
     if st.bad_total and rcfg.deadletter_path.exists():

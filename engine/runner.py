@@ -22,6 +22,12 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     spark = build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui)
+    shipper = writer = None
+    if cfg.metrics:
+        from .metrics_shipper import MetricsShipper, run_id_for
+        from .metrics_wiring import open_writer
+        writer = open_writer(cfg.state_dir, "job")
+        shipper = MetricsShipper(cfg.out_dir, run_id_for(cfg.state_dir), writer).start()
     query = start_query(spark, cfg)
     log.info("job started on %s: log %s, results %s, checkpoint %s", cfg.master, cfg.log_dir,
              cfg.out_dir, cfg.checkpoint_dir)
@@ -52,6 +58,9 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
         stop_query(spark, query)
         if forwarder is not None:
             forwarder.stop()
+        if shipper is not None:
+            shipper.stop()
+            writer.close(timeout=10)
         spark.stop()
         log.info("job stopped")
     return 0

@@ -47,6 +47,7 @@ class IngressStreamReader(DataSourceStreamReader):
         self.max_rows = int(options.get("maxRowsPerBatch", 500_000))
         self.n_parts = int(options.get("partitions", 2))
         self.min_part_rows = int(options.get("minPartitionRows", 20_000))
+        self.metrics = options.get("metrics", "true").lower() == "true"
 
     def initialOffset(self) -> dict:
         return {"seq": 0}
@@ -75,21 +76,35 @@ class IngressStreamReader(DataSourceStreamReader):
         return [LogRange(a, b) for a, b in zip(cuts, cuts[1:])]
 
     def read(self, partition: LogRange):
+        import time
+
         import pyarrow as pa
+        from pyspark import TaskContext
 
         from .ingress_log import LogReader
         from .records import decode_events, split_by_shard
 
         reader = LogReader(self.path)
+        worker = None
         for a in range(partition.start, partition.end, BLOCK_RECORDS):
             b = min(partition.end, a + BLOCK_RECORDS)
-            blocks = split_by_shard(decode_events(reader.read(a, b), a), self.n_shards)
+            ev = decode_events(reader.read(a, b), a)
+            metrics = b""
+            if self.metrics:
+                from collector.samples import encode_samples, worker_name
+
+                from .step_metrics import source_samples
+                ctx = TaskContext.get()
+                worker = worker or worker_name(ctx.partitionId() if ctx else None)
+                metrics = encode_samples(source_samples(ev, worker, time.time_ns()))
+            blocks = split_by_shard(ev, self.n_shards)
             yield pa.RecordBatch.from_arrays(
                 [pa.array([k for k, _ in blocks], pa.int32()),
-                 pa.array([int(ev["seq"][0]) for _, ev in blocks], pa.int64()),
-                 pa.array([len(ev) for _, ev in blocks], pa.int64()),
-                 pa.array([ev.tobytes() for _, ev in blocks], pa.binary())],
-                names=["shard", "first_seq", "count", "events"])
+                 pa.array([int(e["seq"][0]) for _, e in blocks], pa.int64()),
+                 pa.array([len(e) for _, e in blocks], pa.int64()),
+                 pa.array([e.tobytes() for _, e in blocks], pa.binary()),
+                 pa.array([metrics if i == 0 else b"" for i in range(len(blocks))], pa.binary())],
+                names=["shard", "first_seq", "count", "events", "metrics"])
 
     def commit(self, end: dict) -> None:
         # Nothing to release: the log keeps its segments (see progress.py for why the

@@ -1,0 +1,25 @@
+"""Turn interval histograms into InfluxDB points (schema: docs/METRICS.md)."""
+from __future__ import annotations
+
+from .aggregate import IntervalHistogram
+from .bins import WALLAROO_UI_BINS_NS, ui_bins
+from .codec import encode
+from .influx import Point
+
+LATENCY = "latency"
+PERCENTILE_FIELDS = (("p50", 50.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9), ("p9999", 99.99))
+# Integer fields per Wallaroo UI bin, so InfluxDB itself can SUM bins over any range.
+BIN_FIELDS = tuple(f"bin_le_{e}" for e in WALLAROO_UI_BINS_NS) + (f"bin_gt_{WALLAROO_UI_BINS_NS[-1]}",)
+
+
+def latency_point(ih: IntervalHistogram) -> Point:
+    """One `latency` point: count, the V2-encoded histogram, percentiles and UI bins."""
+    h = ih.hist
+    fields: dict[str, int | float | str] = {"count": int(h.total_count), "hdr": encode(h),
+                                            "min": int(h.min), "max": int(h.max), "mean": float(h.mean)}
+    for name, p in PERCENTILE_FIELDS:
+        fields[name] = int(h.value_at_percentile(p))
+    for name, b in zip(BIN_FIELDS, ui_bins(h)):
+        fields[name] = int(b.count)
+    tags = {"run": ih.run, "pipeline": ih.pipeline, "step": ih.step, "worker": ih.worker}
+    return Point(LATENCY, tags, fields, ih.start_ns)

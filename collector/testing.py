@@ -1,0 +1,59 @@
+"""In-memory stand-ins for unit tests of code that produces metrics (no InfluxDB, no threads)."""
+from __future__ import annotations
+
+import threading
+from typing import Iterable
+
+from .influx import Point, WriterStats, encode_lines
+
+
+class MemoryWriter:
+    """A `PointSink` that keeps every added point in memory, grouped by retention policy.
+
+    Points are encoded on `add()` (as `InfluxWriter` would on its thread), so a point line
+    protocol cannot carry fails the test at once.
+
+    >>> w = MemoryWriter()
+    >>> w.add(Point("step", {"run": "r1"}, {"ms": 3.5}, 1))
+    >>> w.measurement("step")[0].fields["ms"]
+    3.5
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.points: list[Point] = []
+        self.by_rp: dict[str | None, list[Point]] = {}
+        self.flushes = 0
+        self.closed = False
+
+    def add(self, points: Point | Iterable[Point], rp: str | None = None) -> None:
+        """Keep the points (raises ValueError for a point line protocol cannot carry)."""
+        pts = [points] if isinstance(points, Point) else list(points)
+        encode_lines(pts)
+        with self._lock:
+            self.points.extend(pts)
+            self.by_rp.setdefault(rp, []).extend(pts)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Count the flush; nothing is pending."""
+        self.flushes += 1
+        return True
+
+    def close(self, timeout: float = 10.0) -> bool:
+        """Mark closed."""
+        self.closed = True
+        return True
+
+    def stats(self) -> WriterStats:
+        """Return counters as if every point had been written."""
+        n = len(self.points)
+        return WriterStats(n, n, 0, 0, 0, 0, 0, None, 0, 0, 0, True)
+
+    def measurement(self, name: str, rp: str | None = None) -> list[Point]:
+        """Return the points of one measurement (of one retention policy if `rp` is given)."""
+        pts = self.points if rp is None else self.by_rp.get(rp, [])
+        return [p for p in pts if p.measurement == name]
+
+    def lines(self) -> bytes:
+        """Return every point as line protocol."""
+        return encode_lines(self.points)

@@ -1,0 +1,96 @@
+"""Wire the collector into the job's processes: the InfluxDB writer and ingress metrics."""
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from collector.aggregate import IntervalAggregator
+from collector.histogram import record_batch
+from collector.influx import InfluxClient, InfluxConfig, InfluxWriter, Point
+from collector.points import latency_point
+from collector.samples import STEP_INGRESS, StepSample, worker_name
+
+log = logging.getLogger(__name__)
+
+
+def open_writer(state_dir: Path, name: str) -> InfluxWriter:
+    """Start a never-blocking writer to `MS_INFLUX_URL`, spooling under the state folder."""
+    cfg = InfluxConfig.from_env()
+    writer = InfluxWriter(InfluxClient(cfg), Path(state_dir) / "metrics-spool" / name).start()
+    log.info("metrics -> %s database %s (spool %s)", cfg.url, cfg.db, writer.spool_dir)
+    return writer
+
+
+class IngressMetrics:
+    """Turn the ingress' group commits into `ingress` step intervals and status points.
+
+    `on_commit` only appends to a bounded deque (the ingress loop never waits); a thread
+    records histograms, merges 1-s intervals and writes them with the ingress' stats.
+    """
+
+    def __init__(self, run: str, writer, stats_fn, interval_s: float = 1.0, max_pending: int = 100_000):
+        self.run = run
+        self.writer = writer
+        self.stats_fn = stats_fn
+        self.agg = IntervalAggregator(run, interval_s)
+        self.worker = worker_name() + "/ingress"
+        self.dropped = 0
+        self._pending: collections.deque = collections.deque()
+        self._max = max_pending
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ingress-metrics", daemon=True)
+
+    def start(self) -> "IngressMetrics":
+        self._thread.start()
+        return self
+
+    def on_commit(self, commit_ns: int, appended: list[tuple[str, int, int]]) -> None:
+        if len(self._pending) >= self._max:
+            self.dropped += 1
+            return
+        self._pending.append((commit_ns, appended))
+
+    def _drain_pending(self) -> None:
+        by_stream: dict[str, list[tuple[int, int]]] = {}
+        last_commit = 0
+        while self._pending:
+            commit_ns, appended = self._pending.popleft()
+            last_commit = commit_ns
+            for stream, ts, n in appended:
+                by_stream.setdefault(stream, []).append((commit_ns - ts, n))
+        for stream, vals in by_stream.items():
+            arr = np.array(vals, dtype=np.int64)
+            counts = record_batch(np.repeat(arr[:, 0], arr[:, 1]))
+            self.agg.add(StepSample(stream, STEP_INGRESS, self.worker, last_commit, counts))
+
+    def _status_point(self, now_ns: int) -> Point:
+        st = self.stats_fn()
+        return Point("ingress", {"run": self.run}, {
+            "accepted": int(st.accepted_total), "bad": int(st.bad_total), "head": int(st.head),
+            "consumed": int(st.consumed), "backlog": int(st.backlog), "muted": bool(st.muted),
+            "muted_seconds": float(st.muted_seconds), "mute_episodes": int(st.mute_episodes),
+            "dropped_samples": int(self.dropped)}, now_ns - now_ns % 1_000_000_000)
+
+    def _tick(self) -> None:
+        self._drain_pending()
+        now = time.time_ns()
+        points = [latency_point(ih) for ih in self.agg.drain(now)]
+        points.append(self._status_point(now))
+        self.writer.add(points)
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                self._tick()
+            except Exception:
+                log.exception("ingress metrics failed; will retry")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._tick()
