@@ -32,6 +32,7 @@ class ReplayReport:
     results: int
     seconds: float
     out: Path
+    metrics: object | None = None      # collector.influx.WriterStats when metrics were shipped
 
 
 def _send_file(host: str, port: int, path: Path) -> int:
@@ -131,7 +132,8 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         log.warning("replay %s: %d bad frames set aside in %s.deadletter.jsonl", run_id, st.bad_total, out)
     if not keep:
         shutil.rmtree(run_dir, ignore_errors=True)
-    report = ReplayReport(run_id, st.accepted_total, st.bad_total, n, time.monotonic() - t0, Path(out))
+    report = ReplayReport(run_id, st.accepted_total, st.bad_total, n, time.monotonic() - t0, Path(out),
+                          writer.stats() if writer is not None else None)
     log.info("replay %s: %d messages accepted, %d bad, %d results in %.1f s -> %s",
              run_id, report.accepted, report.bad, report.results, report.seconds, out)
     return report

@@ -1,11 +1,15 @@
-"""Shared fixtures: the Wallaroo fixtures folder and one local Spark session per test run."""
+"""Shared fixtures: Wallaroo fixtures, one local Spark session, one real InfluxDB server."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
 import pytest
+
+from collector.influx import InfluxClient, InfluxConfig, ensure_database
+from collector.influx_server import InfluxServer, find_influxd
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "data" / "wallaroo-market-spread"
 if not FIXTURES.is_dir():
@@ -27,3 +31,29 @@ def spark():
     session = build_session("local[2]", app_name="market-spread-tests", shards=2)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def influxdb(tmp_path_factory):
+    """A started InfluxServer (Debian's influxd 1.x) in a temporary state dir, stopped at the end."""
+    if find_influxd() is None:
+        msg = "influxd is not installed (scripts/setup installs Debian's `influxdb` package)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)           # in CI a missing server is a set-up bug, never a skip
+        pytest.skip(msg)
+    server = InfluxServer(tmp_path_factory.mktemp("influx-state"), port=0)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def influx_client(influxdb, request):
+    """A client of a fresh database (with the raw/rollup policies) of its own, dropped afterwards."""
+    db = "t_" + re.sub(r"\W", "_", request.node.name)[:60]
+    client = InfluxClient(InfluxConfig(url=influxdb.url, db=db))
+    client.query(f'DROP DATABASE "{db}"')
+    ensure_database(client)
+    yield client
+    client.query(f'DROP DATABASE "{db}"')
+    client.close()
