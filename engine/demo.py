@@ -50,6 +50,13 @@ def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, sym
     if not (nbbo.exists() and orders.exists()):
         print(f"generating demo data in {data} ...", flush=True)
         generate(nbbo, orders, symbols=symbols, nbbo=1_000_000, orders=1_000_000, wide_share=0.1, seed=1)
+    influx = None
+    if not os.environ.get("MS_INFLUX_URL"):
+        from collector.influx_server import InfluxServer
+        influx = InfluxServer(cfg.state_dir)
+        status = influx.start()
+        os.environ["MS_INFLUX_URL"] = status.url
+        print(f"InfluxDB (metrics): {status.url}  database marketspread", flush=True)
     common = ["--host", cfg.host, "--nbbo-port", str(cfg.nbbo_port), "--orders-port", str(cfg.orders_port)]
     procs: list[subprocess.Popen] = []
     stop = {"now": False}
@@ -89,4 +96,6 @@ def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, sym
     finally:
         _stop(procs[2:])
         _stop(procs[:2])
+        if influx is not None:
+            influx.stop()
     return 0
