@@ -26,9 +26,10 @@ def make_check_market_data(metrics: bool = True):
     def check_market_data(key, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         """Run the rule over one shard's blocks of a batch; pass results and samples on."""
         t0 = time.time_ns()
-        blocks = pd.concat(list(pdfs), ignore_index=True).sort_values("first_seq")
-        if not len(blocks):
+        parts = [p for p in pdfs if len(p)]
+        if not parts:
             return
+        blocks = pd.concat(parts, ignore_index=True).sort_values("first_seq")
         ev = np.frombuffer(b"".join(blocks["events"]), dtype=EVENT_DTYPE)
         shard_state = ShardState.from_bytes(*state.get) if state.exists else ShardState.empty()
         out = apply_rule(shard_state, ev["seq"], ev["kind"], ev["symbol"], ev["a"], ev["b"])
