@@ -111,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     influx_server.add_arguments(p)
     p.set_defaults(func=influx_server.run)
 
+    from metrics_ui import app as metrics_ui_app
+    p = sub.add_parser("ui", help="serve the metrics dashboard (reads MS_INFLUX_URL, MS_INFLUX_DB)")
+    metrics_ui_app.add_arguments(p)
+    p.set_defaults(func=metrics_ui_app.run)
+
     from .tools import generate, receiver, sender
     for name, mod, help_ in (("generate", generate, "generate synthetic NBBO and order files"),
                              ("send", sender, "send fixish files to an ingress port at a rate"),

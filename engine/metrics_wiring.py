@@ -94,3 +94,44 @@ class IngressMetrics:
         self._stop.set()
         self._thread.join(timeout=10)
         self._tick()
+
+
+class IngressMutedShare:
+    """`muted_share_fn` for the Spark listener: the ingress' muted share over a window.
+
+    Samples the ingress' `stats.json` (written by the ingress every 100 ms, wherever it
+    runs, beside the log the job reads) each time it is asked.
+    """
+
+    def __init__(self, log_dir: Path):
+        self.log_dir = Path(log_dir)
+        self._samples: collections.deque = collections.deque(maxlen=4096)
+
+    def __call__(self, window_s: float) -> float | None:
+        from collector.backpressure import IngressSample, muted_share
+
+        from .ingress import read_stats
+        st = read_stats(self.log_dir)
+        now = time.time_ns()
+        if st is not None:
+            self._samples.append(IngressSample(now, float(st.get("muted_seconds", 0.0)),
+                                               int(st.get("backlog", 0))))
+        horizon = now - int(window_s * 1e9)
+        return muted_share([s for s in self._samples if s.ts_ns >= horizon])
+
+
+def attach_listener(spark, run: str, writer, log_dir: Path):
+    """Add the metrics listener to a session (before the query starts); return it."""
+    from spark_listener import SparkMetricsListener
+
+    from .job import QUERY_NAME
+    listener = SparkMetricsListener(run, writer, QUERY_NAME, muted_share_fn=IngressMutedShare(log_dir)).start()
+    spark.streams.addListener(listener)
+    return listener
+
+
+def detach_listener(spark, listener) -> None:
+    """Wait for the query's last events, then remove and stop the listener."""
+    listener.wait_terminated(10)      # the last progress and the termination come after stop()
+    spark.streams.removeListener(listener)
+    listener.stop()

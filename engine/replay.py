@@ -101,6 +101,10 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         shipper = MetricsShipper(rcfg.out_dir, run_id, writer).start()
     server.start()
     spark = spark or build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui)
+    listener = None
+    if writer is not None:
+        from .metrics_wiring import attach_listener
+        listener = attach_listener(spark, run_id, writer, rcfg.log_dir)
     query = start_query(spark, rcfg)
     try:
         for stream, files in ((STREAM_NBBO, nbbo), (STREAM_ORDERS, orders)):
@@ -118,6 +122,9 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
             time.sleep(0.02)
     finally:
         stop_query(spark, query)
+        if listener is not None:
+            from .metrics_wiring import detach_listener
+            detach_listener(spark, listener)
         server.stop()
         if shipper is not None:
             shipper.stop()

@@ -22,12 +22,14 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     spark = build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui)
-    shipper = writer = None
+    shipper = writer = listener = None
     if cfg.metrics:
         from .metrics_shipper import MetricsShipper, run_id_for
-        from .metrics_wiring import open_writer
+        from .metrics_wiring import attach_listener, open_writer
+        run = run_id_for(cfg.state_dir)
         writer = open_writer(cfg.state_dir, "job")
-        shipper = MetricsShipper(cfg.out_dir, run_id_for(cfg.state_dir), writer).start()
+        shipper = MetricsShipper(cfg.out_dir, run, writer).start()
+        listener = attach_listener(spark, run, writer, cfg.log_dir)
     query = start_query(spark, cfg)
     log.info("job started on %s: log %s, results %s, checkpoint %s", cfg.master, cfg.log_dir,
              cfg.out_dir, cfg.checkpoint_dir)
@@ -56,6 +58,9 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
                 last, last_consumed = now, consumed
     finally:
         stop_query(spark, query)
+        if listener is not None:
+            from .metrics_wiring import detach_listener
+            detach_listener(spark, listener)
         if forwarder is not None:
             forwarder.stop()
         if shipper is not None:

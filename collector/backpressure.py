@@ -1,0 +1,158 @@
+"""Flink's busy / backpressured / idle figures, applied to micro-batches (pure, no I/O).
+
+Flink reports, per task and per second, the share of wall time it was busy, backpressured
+(blocked on a full output) or idle, and calls a ratio <= 10 % OK, <= 50 % LOW, above HIGH.
+Here the two steps that can saturate are measured from what they already report:
+
+- **job** (the Spark query): busy share = the part of a window covered by micro-batches
+  (trigger start to trigger start + batch duration), from the listener's progress records.
+  Nothing downstream pushes back on the job, so it has no backpressured share of its own.
+- **ingress**: backpressured share = the part of a window its sockets were muted because
+  the job's backlog was too large (`muted_seconds` of the `ingress` measurement).
+
+Status is Flink's: that of the *backpressured* share, i.e. how much of the window the
+ingress was held back by the job (muted). For the job that is the ingress' muted share
+when the caller knows it (None otherwise: status unknown). Busy share is reported beside
+it, not folded in: with a zero trigger interval Spark starts the next batch as soon as
+data waits, so a job that keeps up with a steady stream is ~100 % busy by design; read
+busy together with `backlog_growth_per_s` (> 0: falling behind).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, NamedTuple, Protocol, Sequence
+
+from .influx import Point
+
+BACKPRESSURE = "backpressure"
+STEP_JOB = "job"
+STEP_INGRESS = "ingress"
+OK, LOW, HIGH = "OK", "LOW", "HIGH"
+OK_MAX, LOW_MAX = 0.10, 0.50          # Flink's thresholds (inclusive upper bounds)
+WINDOW_S = 10.0
+_NS = 1_000_000_000
+
+
+class BatchTiming(Protocol):
+    """What busy share needs of a batch: when it ended and how long it ran."""
+
+    @property
+    def end_ns(self) -> int: ...
+
+    @property
+    def batch_ms(self) -> int: ...
+
+
+class BatchSpan(NamedTuple):
+    """A batch's end time (ns) and duration (ms); the simplest `BatchTiming`."""
+    end_ns: int
+    batch_ms: int
+
+
+class IngressSample(NamedTuple):
+    """One `ingress` status sample: cumulative muted seconds and the backlog in events."""
+    ts_ns: int
+    muted_seconds: float
+    backlog: int
+
+
+@dataclass(frozen=True)
+class BackpressureFigures:
+    """One step's figures over a window; None where the step cannot know a figure."""
+    busy_share: float | None
+    backpressured_share: float | None
+    idle_share: float | None
+    backlog: int | None
+    backlog_growth_per_s: float | None
+    status: str
+
+
+def status(share: float | None) -> str:
+    """Classify a share of wall time as Flink does: OK (<= 10 %), LOW (<= 50 %), HIGH."""
+    if share is None or share <= OK_MAX:
+        return OK
+    return LOW if share <= LOW_MAX else HIGH
+
+
+def busy_share(batches: Iterable[BatchTiming], start_ns: int, end_ns: int) -> float:
+    """Return the share of [start_ns, end_ns) covered by the batches (overlaps counted once)."""
+    if end_ns <= start_ns:
+        return 0.0
+    spans = sorted((b.end_ns - int(b.batch_ms) * 1_000_000, b.end_ns) for b in batches)
+    covered, reach = 0, start_ns
+    for s, e in spans:
+        s, e = max(s, reach), min(e, end_ns)
+        if e > s:
+            covered += e - s
+            reach = e
+    return min(1.0, covered / (end_ns - start_ns))
+
+
+def muted_share(samples: Sequence[IngressSample]) -> float | None:
+    """Return the share of the samples' time span spent muted; None under two samples.
+
+    `muted_seconds` is cumulative; a drop (an ingress restart) counts the new value as the
+    increase, as Prometheus' rate() treats counter resets.
+    """
+    if len(samples) < 2:
+        return None
+    s = sorted(samples, key=lambda x: x.ts_ns)
+    span = (s[-1].ts_ns - s[0].ts_ns) / _NS
+    if span <= 0:
+        return None
+    muted = sum(b.muted_seconds - a.muted_seconds if b.muted_seconds >= a.muted_seconds else b.muted_seconds
+                for a, b in zip(s, s[1:]))
+    return min(1.0, max(0.0, muted / span))
+
+
+def backlog_growth(samples: Sequence[tuple[int, int]]) -> float | None:
+    """Return the backlog's change per second from (ts_ns, backlog) samples; None under two."""
+    if len(samples) < 2:
+        return None
+    s = sorted(samples)
+    dt = (s[-1][0] - s[0][0]) / _NS
+    return (s[-1][1] - s[0][1]) / dt if dt > 0 else None
+
+
+def job_figures(batches: Sequence[BatchTiming], end_ns: int, window_s: float = WINDOW_S,
+                not_before_ns: int | None = None, backlogs: Sequence[tuple[int, int]] = (),
+                ingress_muted_share: float | None = None) -> BackpressureFigures:
+    """Compute the job's figures over the `window_s` seconds before `end_ns`.
+
+    The window starts no earlier than `not_before_ns` (the query's start: time before it
+    is not the job's). `backlogs` are (ts_ns, backlog) samples; those in the window give
+    the growth, the latest the backlog. `ingress_muted_share`, when known, is reported as
+    the job's backpressured share and gives its status.
+    """
+    start = end_ns - int(window_s * _NS)
+    if not_before_ns is not None:
+        start = max(start, not_before_ns)
+    busy = busy_share(batches, start, end_ns)
+    recent = [b for b in backlogs if start <= b[0] <= end_ns]
+    backlog = max(recent)[1] if recent else None
+    return BackpressureFigures(busy, ingress_muted_share, 1.0 - busy, backlog, backlog_growth(recent),
+                               status(ingress_muted_share))
+
+
+def ingress_figures(samples: Sequence[IngressSample], end_ns: int | None = None,
+                    window_s: float = WINDOW_S) -> BackpressureFigures:
+    """Compute the ingress' figures over the `window_s` seconds before `end_ns` (default: last sample)."""
+    if end_ns is None:
+        end_ns = max((s.ts_ns for s in samples), default=0)
+    start = end_ns - int(window_s * _NS)
+    recent = sorted((s for s in samples if start <= s.ts_ns <= end_ns), key=lambda s: s.ts_ns)
+    muted = muted_share(recent)
+    return BackpressureFigures(None, muted, None, recent[-1].backlog if recent else None,
+                               backlog_growth([(s.ts_ns, s.backlog) for s in recent]), status(muted))
+
+
+def backpressure_point(run: str, step: str, figures: BackpressureFigures, ts_ns: int) -> Point:
+    """One `backpressure` point (tags run, step); figures a step cannot know are left out."""
+    fields: dict[str, int | float | str] = {"status": figures.status}
+    for name in ("busy_share", "backpressured_share", "idle_share", "backlog_growth_per_s"):
+        v = getattr(figures, name)
+        if v is not None:
+            fields[name] = float(v)
+    if figures.backlog is not None:
+        fields["backlog"] = int(figures.backlog)
+    return Point(BACKPRESSURE, {"run": run, "step": step}, fields, int(ts_ns))

@@ -1,0 +1,379 @@
+"""A StreamingQueryListener that turns query events into typed records and InfluxDB points.
+
+Spark calls a listener on its listener bus (`onQueryStarted` even synchronously, inside
+`DataStreamWriter.start()`), so the callbacks only convert the event into a small frozen
+record and `put_nowait` it on a bounded queue; a full queue drops the record and counts
+it. A consumer thread turns records into points for any writer with `add(points)`:
+
+- `spark_progress` (tags run, query): one point per batch, at the batch's trigger start.
+  Integer fields: `batch_id`, `events` (sum of endOffset.seq - startOffset.seq),
+  `batch_ms`, `<phase>_ms` for each `durationMs` key (`triggerExecution_ms`,
+  `addBatch_ms`, ...), `state_rows`, `state_memory_bytes`, `backlog` (latestOffset.seq -
+  endOffset.seq), `end_seq`, `input_blocks` (Spark's numInputRows: the source emits
+  *blocks* of events, so Spark's row counts are not events), `dropped_records` (by this
+  listener, cumulative). Float fields: `input_events_per_s` (events / time since the
+  previous trigger start; absent for a run's first batch), `processed_events_per_s`
+  (events / batch duration).
+- `runs` (tags run, query): at the query's start `status`="running", `query_id`,
+  `spark_run_id`, `start_ns`; at its end the *same series and time* get `status`
+  "finished" or "failed" (+ `error`, first 500 characters), `end_ns`, `batches`,
+  `events`, so InfluxDB keeps one row per query run.
+- `backpressure` (tags run, step="job"), at each batch's end: `busy_share`, `idle_share`,
+  `backlog`, `backlog_growth_per_s` over the last 10 s and `status` from the busy share
+  (`collector.backpressure`; the listener cannot see the ingress' muted share, so it
+  writes no `backpressured_share`).
+
+>>> listener = SparkMetricsListener("run-1", writer, QUERY_NAME).start()
+>>> spark.streams.addListener(listener)      # before the query starts: sees its start
+>>> ...
+>>> listener.wait_terminated(10); spark.streams.removeListener(listener); listener.stop()
+"""
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Mapping, Union
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+from collector.backpressure import STEP_JOB, WINDOW_S, backpressure_point, job_figures
+from collector.influx import Point
+
+log = logging.getLogger(__name__)
+
+SPARK_PROGRESS = "spark_progress"
+RUNS = "runs"
+STATUS_RUNNING, STATUS_FINISHED, STATUS_FAILED = "running", "finished", "failed"
+MAX_ERROR_CHARS = 500
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class QueryStart:
+    """A query (run) started."""
+    run: str
+    query: str
+    query_id: str
+    run_id: str                   # Spark's runId: new at every (re)start of the query
+    start_ns: int
+
+
+@dataclass(frozen=True)
+class QueryEnd:
+    """A query (run) terminated; `error` is None when it stopped without an exception."""
+    run: str
+    query: str
+    query_id: str
+    run_id: str
+    end_ns: int
+    error: str | None
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    """One micro-batch as Spark reported it, in events rather than blocks."""
+    run: str
+    query: str
+    query_id: str
+    run_id: str
+    batch_id: int
+    ts_ns: int                                  # trigger start (progress.timestamp)
+    batch_ms: int
+    events: int | None                          # sum of end.seq - start.seq over the sources
+    input_events_per_s: float | None            # events / gap since the previous trigger start
+    processed_events_per_s: float | None        # events / batch duration
+    durations_ms: Mapping[str, int] = field(default_factory=dict)
+    state_rows: int | None = None
+    state_memory_bytes: int | None = None
+    backlog: int | None = None                  # latestOffset.seq - endOffset.seq
+    end_seq: int | None = None
+    input_blocks: int = 0                       # Spark's numInputRows
+
+    @property
+    def end_ns(self) -> int:
+        """When the batch ended (trigger start + batch duration)."""
+        return self.ts_ns + self.batch_ms * 1_000_000
+
+
+Record = Union[QueryStart, QueryEnd, BatchProgress]
+
+
+def parse_timestamp_ns(ts: str) -> int:
+    """Return ns since the epoch of Spark's ISO-8601 UTC timestamp ("2024-05-01T12:00:00.123Z")."""
+    dt = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return (dt - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
+def offset_seq(raw: Any) -> int | None:
+    """Return the `seq` of a source offset (JSON text or dict); None if absent or null."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        if raw in ("", "None", "null"):             # PySpark renders a JVM null as "None"
+            return None
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    if isinstance(raw, dict) and "seq" in raw:
+        return int(raw["seq"])
+    return None
+
+
+def _source_figures(sources) -> tuple[int | None, int | None, int | None]:
+    """Return (events, backlog, end seq) summed over the sources that report seq offsets."""
+    events = backlog = end_seq = None
+    for src in sources or ():
+        end = offset_seq(src.endOffset)
+        if end is None:
+            continue
+        # A fresh checkpoint's first batch has no start: it reads from initialOffset {"seq": 0}.
+        start = offset_seq(src.startOffset) or 0
+        events = (events or 0) + max(0, end - start)
+        end_seq = (end_seq or 0) + end
+        latest = offset_seq(getattr(src, "latestOffset", None))
+        if latest is not None:
+            backlog = (backlog or 0) + max(0, latest - end)
+    return events, backlog, end_seq
+
+
+def progress_record(run: str, p, prev_ts_ns: int | None) -> BatchProgress:
+    """Convert a StreamingQueryProgress (or look-alike) into a `BatchProgress`."""
+    ts_ns = parse_timestamp_ns(p.timestamp)
+    durations = {str(k): int(v) for k, v in dict(p.durationMs or {}).items()}
+    batch_ms = getattr(p, "batchDuration", None)
+    batch_ms = int(batch_ms if batch_ms is not None else durations.get("triggerExecution", 0))
+    events, backlog, end_seq = _source_figures(p.sources)
+    ops = list(p.stateOperators or ())
+    gap_s = (ts_ns - prev_ts_ns) / 1e9 if prev_ts_ns is not None else 0.0
+    return BatchProgress(
+        run=run, query=p.name or str(p.id), query_id=str(p.id), run_id=str(p.runId),
+        batch_id=int(p.batchId), ts_ns=ts_ns, batch_ms=batch_ms, events=events,
+        input_events_per_s=events / gap_s if events is not None and gap_s > 0 else None,
+        processed_events_per_s=events * 1000.0 / batch_ms if events is not None and batch_ms > 0 else None,
+        durations_ms=durations,
+        state_rows=sum(int(o.numRowsTotal) for o in ops) if ops else None,
+        state_memory_bytes=sum(int(o.memoryUsedBytes) for o in ops) if ops else None,
+        backlog=backlog, end_seq=end_seq, input_blocks=int(p.numInputRows or 0))
+
+
+def progress_point(r: BatchProgress, dropped: int = 0) -> Point:
+    """One `spark_progress` point (tags run, query) at the batch's trigger start."""
+    fields: dict[str, int | float | str] = {"batch_id": r.batch_id, "batch_ms": r.batch_ms,
+                                            "input_blocks": r.input_blocks, "dropped_records": dropped}
+    for name in ("events", "state_rows", "state_memory_bytes", "backlog", "end_seq"):
+        v = getattr(r, name)
+        if v is not None:
+            fields[name] = int(v)
+    for name in ("input_events_per_s", "processed_events_per_s"):
+        v = getattr(r, name)
+        if v is not None:
+            fields[name] = float(v)
+    for phase, ms in r.durations_ms.items():
+        fields[f"{phase}_ms"] = int(ms)
+    return Point(SPARK_PROGRESS, {"run": r.run, "query": r.query}, fields, r.ts_ns)
+
+
+class _RunState:
+    """What the consumer remembers of one query run: its start and the last 10 s of batches."""
+
+    def __init__(self, start_ns: int | None, seen_start: bool):
+        self.start_ns = start_ns
+        # Busy share never counts time before the query started; when the listener came
+        # late that time is unknown, so the window stays a full one.
+        self.floor_ns = start_ns if seen_start else None
+        self.recent: deque[BatchProgress] = deque()
+        self.batches = 0
+        self.events = 0
+
+
+class SparkMetricsListener(StreamingQueryListener):
+    """Hand Spark's query events to a writer as `spark_progress`, `runs` and `backpressure` points.
+
+    With `query_name`, only queries of that name are followed; once a start of such a
+    query was seen, progress of other runs (late events of an earlier query) is ignored.
+    Callbacks never block: a full queue (`max_pending` records) drops and counts
+    (`dropped`); an event that fails to convert is counted (`failures`), logged once.
+    """
+
+    def __init__(self, run: str, writer, query_name: str | None = None, *,
+                 max_pending: int = 10_000, window_s: float = WINDOW_S, muted_share_fn=None):
+        """`muted_share_fn(window_s)`, if given, returns the ingress' muted share over the
+        last window (or None); it is called from the consumer thread, never the bus."""
+        self.run = run
+        self.muted_share_fn = muted_share_fn
+        self.writer = writer
+        self.query_name = query_name
+        self.window_s = window_s
+        self.dropped = 0
+        self.failures = 0
+        self._queue: queue.Queue[Record] = queue.Queue(max_pending)
+        self._names: dict[str, str] = {}            # Spark runId -> query name (or id)
+        self._prev_ts: dict[str, int] = {}          # Spark runId -> last trigger start
+        self._seen_start = False
+        self._terminated = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._runs: dict[str, _RunState] = {}       # consumer thread only
+        self._logged_failure = False
+
+    # -- lifecycle
+
+    def start(self) -> "SparkMetricsListener":
+        """Start the consumer thread."""
+        if self._thread is None:
+            self._stopping.clear()
+            self._thread = threading.Thread(target=self._consume, name="spark-metrics-listener", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Turn what is queued into points, then stop the consumer thread."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every queued record was handed to the writer; return whether it was."""
+        deadline = time.monotonic() + timeout
+        with self._queue.all_tasks_done:
+            while self._queue.unfinished_tasks:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._queue.all_tasks_done.wait(left)
+        return True
+
+    def wait_terminated(self, timeout: float = 10.0) -> bool:
+        """Wait for a followed query's termination event (it arrives after its last progress)."""
+        return self._terminated.wait(timeout)
+
+    # -- Spark callbacks: convert, enqueue, return
+
+    def onQueryStarted(self, event) -> None:
+        try:
+            name = event.name or str(event.id)
+            if self.query_name is not None and event.name != self.query_name:
+                return
+            rid = str(event.runId)
+            self._names[rid] = name
+            self._seen_start = True
+            self._terminated.clear()
+            self._put(QueryStart(self.run, name, str(event.id), rid, parse_timestamp_ns(event.timestamp)))
+        except Exception:
+            self._failed("onQueryStarted")
+
+    def onQueryProgress(self, event) -> None:
+        try:
+            p = event.progress
+            rid = str(p.runId)
+            if rid not in self._names:
+                if self._seen_start or (self.query_name is not None and p.name != self.query_name):
+                    return
+                self._names[rid] = p.name or str(p.id)
+            rec = progress_record(self.run, p, self._prev_ts.get(rid))
+            self._prev_ts[rid] = rec.ts_ns
+            self._put(rec)
+        except Exception:
+            self._failed("onQueryProgress")
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        try:
+            rid = str(event.runId)
+            name = self._names.get(rid)
+            if name is None:
+                return
+            self._prev_ts.pop(rid, None)
+            self._put(QueryEnd(self.run, name, str(event.id), rid, time.time_ns(), event.exception))
+            self._terminated.set()
+        except Exception:
+            self._failed("onQueryTerminated")
+
+    def _put(self, rec: Record) -> None:
+        try:
+            self._queue.put_nowait(rec)
+        except queue.Full:
+            self.dropped += 1
+
+    def _failed(self, where: str) -> None:
+        self.failures += 1
+        if not self._logged_failure:
+            self._logged_failure = True
+            log.exception("spark listener: %s failed (counted, logged once)", where)
+
+    # -- consumer thread
+
+    def _consume(self) -> None:
+        while True:
+            try:
+                recs = [self._queue.get(timeout=0.2)]
+            except queue.Empty:
+                if self._stopping.is_set():
+                    return
+                continue
+            while len(recs) < 1000:
+                try:
+                    recs.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            points: list[Point] = []
+            for rec in recs:
+                try:
+                    points.extend(self._points(rec))
+                except Exception:
+                    self._failed("turning a record into points")
+            try:
+                if points:
+                    self.writer.add(points)
+            except Exception:
+                self._failed("writer.add")
+            finally:
+                for _ in recs:
+                    self._queue.task_done()
+
+    def _points(self, rec: Record) -> list[Point]:
+        tags = {"run": rec.run, "query": rec.query}
+        if isinstance(rec, QueryStart):
+            self._runs[rec.run_id] = _RunState(rec.start_ns, True)
+            return [Point(RUNS, tags, {"status": STATUS_RUNNING, "query_id": rec.query_id,
+                                       "spark_run_id": rec.run_id, "start_ns": rec.start_ns}, rec.start_ns)]
+        if isinstance(rec, QueryEnd):
+            st = self._runs.pop(rec.run_id, None) or _RunState(None, False)
+            fields: dict[str, int | float | str] = {
+                "status": STATUS_FAILED if rec.error else STATUS_FINISHED, "query_id": rec.query_id,
+                "spark_run_id": rec.run_id, "end_ns": rec.end_ns, "batches": st.batches, "events": st.events}
+            if st.start_ns is not None:
+                fields["start_ns"] = st.start_ns
+            if rec.error:
+                fields["error"] = rec.error[:MAX_ERROR_CHARS]
+            return [Point(RUNS, tags, fields, st.start_ns if st.start_ns is not None else rec.end_ns)]
+        out = []
+        st = self._runs.get(rec.run_id)
+        if st is None:                  # attached after the query started: mark the run from here
+            st = self._runs[rec.run_id] = _RunState(rec.ts_ns, False)
+            out.append(Point(RUNS, tags, {"status": STATUS_RUNNING, "query_id": rec.query_id,
+                                          "spark_run_id": rec.run_id, "start_ns": rec.ts_ns}, rec.ts_ns))
+        st.batches += 1
+        st.events += rec.events or 0
+        st.recent.append(rec)
+        horizon = rec.end_ns - int(self.window_s * 1e9)
+        while st.recent and st.recent[0].end_ns < horizon:
+            st.recent.popleft()
+        figures = job_figures(list(st.recent), rec.end_ns, self.window_s, not_before_ns=st.floor_ns,
+                              backlogs=[(r.end_ns, r.backlog) for r in st.recent if r.backlog is not None],
+                              ingress_muted_share=self.muted_share_fn(self.window_s) if self.muted_share_fn else None)
+        out.append(progress_point(rec, self.dropped))
+        out.append(backpressure_point(rec.run, STEP_JOB, figures, rec.end_ns))
+        return out

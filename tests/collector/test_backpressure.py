@@ -1,0 +1,84 @@
+"""Busy / backpressured / idle figures over micro-batches and ingress samples (pure)."""
+from __future__ import annotations
+
+import pytest
+
+from collector.backpressure import (BatchSpan, IngressSample, backlog_growth, backpressure_point, busy_share,
+                                    ingress_figures, job_figures, muted_share, status)
+from collector.testing import MemoryWriter
+
+S = 1_000_000_000
+
+
+@pytest.mark.parametrize("share,want", [(0.0, "OK"), (0.10, "OK"), (0.1000001, "LOW"), (0.5, "LOW"),
+                                        (0.5000001, "HIGH"), (1.0, "HIGH"), (None, "OK")])
+def test_status_uses_flinks_thresholds(share, want):
+    assert status(share) == want
+
+
+def test_busy_share_counts_only_the_part_inside_the_window():
+    # window [10 s, 20 s): one batch straddles its start, one lies inside, one straddles its end
+    batches = [BatchSpan(11 * S, 2000), BatchSpan(15 * S, 1000), BatchSpan(21 * S, 3000)]
+    assert busy_share(batches, 10 * S, 20 * S) == pytest.approx((1 + 1 + 2) / 10)
+
+
+def test_busy_share_counts_overlapping_batches_once_and_caps_at_one():
+    assert busy_share([BatchSpan(14 * S, 4000), BatchSpan(13 * S, 1000)], 10 * S, 20 * S) == pytest.approx(0.4)
+    assert busy_share([BatchSpan(14 * S, 4000), BatchSpan(16 * S, 4000)], 10 * S, 20 * S) == pytest.approx(0.6)
+    assert busy_share([BatchSpan(30 * S, 30_000)], 10 * S, 20 * S) == 1.0
+    assert busy_share([], 10 * S, 20 * S) == 0.0
+    assert busy_share([BatchSpan(5 * S, 1000)], 10 * S, 10 * S) == 0.0
+
+
+def test_job_figures_window_starts_no_earlier_than_the_query():
+    batches = [BatchSpan(12 * S, 1000)]
+    full = job_figures(batches, 12 * S, window_s=10)
+    assert full.busy_share == pytest.approx(0.1) and full.status == "OK"
+    started = job_figures(batches, 12 * S, window_s=10, not_before_ns=10 * S)
+    assert started.busy_share == pytest.approx(0.5)
+    assert started.status == "OK"          # busy is not backpressure: status follows the muted share
+    assert started.idle_share == pytest.approx(0.5) and started.backpressured_share is None
+
+
+def test_job_status_follows_the_ingress_muted_share():
+    f = job_figures([BatchSpan(20 * S, 500)], 20 * S, window_s=10, ingress_muted_share=0.8)
+    assert f.busy_share == pytest.approx(0.05) and f.backpressured_share == 0.8 and f.status == "HIGH"
+
+
+def test_backlog_growth_per_second():
+    assert backlog_growth([(10 * S, 1000), (12 * S, 5000), (14 * S, 9000)]) == pytest.approx(2000.0)
+    assert backlog_growth([(14 * S, 0), (10 * S, 4000)]) == pytest.approx(-1000.0)
+    assert backlog_growth([(10 * S, 1)]) is None
+    assert backlog_growth([(10 * S, 1), (10 * S, 5)]) is None
+
+
+def test_job_figures_backlog_from_samples_in_the_window():
+    f = job_figures([], 20 * S, window_s=10, backlogs=[(5 * S, 0), (12 * S, 100), (20 * S, 900)])
+    assert f.backlog == 900 and f.backlog_growth_per_s == pytest.approx(100.0)
+
+
+def test_muted_share_and_counter_reset():
+    samples = [IngressSample(10 * S, 5.0, 0), IngressSample(12 * S, 6.0, 0), IngressSample(14 * S, 6.0, 0)]
+    assert muted_share(samples) == pytest.approx(0.25)
+    # the ingress restarted between the samples: its counter began again at 0.5 s
+    assert muted_share([IngressSample(10 * S, 5.0, 0), IngressSample(12 * S, 0.5, 0)]) == pytest.approx(0.25)
+    assert muted_share(samples[:1]) is None
+
+
+def test_ingress_figures_over_the_last_window():
+    samples = [IngressSample(t * S, m, b) for t, m, b in
+               [(0, 0.0, 0), (10, 0.0, 100), (15, 3.0, 600), (20, 8.0, 1100)]]
+    f = ingress_figures(samples, window_s=10)
+    assert f.backpressured_share == pytest.approx(0.8) and f.status == "HIGH"
+    assert f.backlog == 1100 and f.backlog_growth_per_s == pytest.approx(100.0)
+    assert f.busy_share is None and f.idle_share is None
+
+
+def test_backpressure_point_leaves_out_what_a_step_cannot_know():
+    f = job_figures([BatchSpan(20 * S, 2000)], 20 * S, window_s=10)
+    p = backpressure_point("r1", "job", f, 20 * S)
+    assert (p.measurement, dict(p.tags), p.time_ns) == ("backpressure", {"run": "r1", "step": "job"}, 20 * S)
+    assert p.fields == {"status": "OK", "busy_share": pytest.approx(0.2), "idle_share": pytest.approx(0.8)}
+    w = MemoryWriter()
+    w.add(p)                                # encodable line protocol
+    assert b"backpressure,run=r1,step=job" in w.lines()

@@ -1,0 +1,242 @@
+"""SparkMetricsListener: event conversion, hand-off and points; then a real query into a real InfluxDB."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from types import SimpleNamespace as NS
+
+import pytest
+
+from collector.influx import InfluxClient, InfluxConfig, InfluxWriter
+from collector.testing import MemoryWriter
+from spark_listener import BatchProgress, SparkMetricsListener
+from spark_listener.listener import offset_seq, parse_timestamp_ns, progress_record
+
+QID, RID = uuid.UUID(int=1), uuid.UUID(int=2)
+T0 = "2024-05-01T12:00:00.000Z"
+T0_NS = parse_timestamp_ns(T0)
+S = 1_000_000_000
+
+
+def _ts(seconds: float) -> str:
+    ms = int(round(seconds * 1000))
+    return f"2024-05-01T12:00:{ms // 1000:02d}.{ms % 1000:03d}Z"
+
+
+def _progress(batch: int, at_s: float, start: int | None, end: int, latest: int, ms: int = 400,
+              name: str = "market-spread", run_id: uuid.UUID = RID, blocks: int = 4):
+    src = NS(description="PythonMicroBatchStream", numInputRows=blocks,
+             startOffset="None" if start is None else f'{{"seq":{start}}}',
+             endOffset=f'{{"seq":{end}}}', latestOffset=f'{{"seq":{latest}}}')
+    ops = [NS(numRowsTotal=2, memoryUsedBytes=1000), NS(numRowsTotal=1, memoryUsedBytes=500)]
+    p = NS(id=QID, runId=run_id, name=name, batchId=batch, timestamp=_ts(at_s), batchDuration=ms,
+           durationMs={"triggerExecution": ms, "addBatch": ms - 100, "walCommit": 10},
+           sources=[src], stateOperators=ops, numInputRows=blocks)
+    return NS(progress=p)
+
+
+def _started(at_s: float = 0.0, name: str = "market-spread", run_id: uuid.UUID = RID):
+    return NS(id=QID, runId=run_id, name=name, timestamp=_ts(at_s))
+
+
+def _terminated(exception: str | None = None, run_id: uuid.UUID = RID):
+    return NS(id=QID, runId=run_id, exception=exception, errorClassOnException=None)
+
+
+def test_timestamps_and_offsets_parse():
+    assert parse_timestamp_ns("1970-01-01T00:00:01.234Z") == 1_234_000_000
+    assert offset_seq('{"seq": 42}') == 42 and offset_seq({"seq": 7}) == 7
+    assert offset_seq("None") is None and offset_seq(None) is None and offset_seq("{}") is None
+
+
+def test_progress_record_counts_events_not_blocks():
+    r = progress_record("r1", _progress(3, 2.0, 1000, 6000, 9000).progress, prev_ts_ns=T0_NS + S)
+    assert isinstance(r, BatchProgress)
+    assert (r.query, r.query_id, r.run_id, r.batch_id) == ("market-spread", str(QID), str(RID), 3)
+    assert r.ts_ns == T0_NS + 2 * S and r.end_ns == T0_NS + 2 * S + 400_000_000
+    assert (r.events, r.backlog, r.end_seq, r.input_blocks) == (5000, 3000, 6000, 4)
+    assert r.input_events_per_s == pytest.approx(5000.0) and r.processed_events_per_s == pytest.approx(12_500.0)
+    assert (r.state_rows, r.state_memory_bytes) == (3, 1500)
+    assert r.durations_ms == {"triggerExecution": 400, "addBatch": 300, "walCommit": 10}
+    first = progress_record("r1", _progress(0, 1.0, None, 800, 800).progress, prev_ts_ns=None)
+    assert first.events == 800 and first.backlog == 0 and first.input_events_per_s is None
+
+
+def test_progress_record_reads_pysparks_own_progress_objects():
+    from pyspark.sql.streaming.listener import QueryProgressEvent
+    src = {"description": "PythonMicroBatchStream", "startOffset": {"seq": 10}, "endOffset": {"seq": 110},
+           "latestOffset": {"seq": 150}, "numInputRows": 2, "inputRowsPerSecond": 1.0,
+           "processedRowsPerSecond": 1.0}
+    op = {"operatorName": "applyInPandasWithState", "numRowsTotal": 2, "numRowsUpdated": 2, "numRowsRemoved": 0,
+          "allUpdatesTimeMs": 1, "allRemovalsTimeMs": 0, "commitTimeMs": 1, "memoryUsedBytes": 4096,
+          "numRowsDroppedByWatermark": 0, "numShufflePartitions": 2, "numStateStoreInstances": 2}
+    ev = QueryProgressEvent.fromJson({"progress": {
+        "id": str(QID), "runId": str(RID), "name": "market-spread", "timestamp": T0, "batchId": 5,
+        "batchDuration": 250, "durationMs": {"triggerExecution": 250, "latestOffset": 3},
+        "stateOperators": [op], "sources": [src], "sink": {"description": "sink", "numOutputRows": 1},
+        "numInputRows": 2}})
+    r = progress_record("r1", ev.progress, None)
+    assert (r.events, r.backlog, r.state_rows, r.state_memory_bytes, r.batch_ms) == (100, 40, 2, 4096, 250)
+
+
+def test_events_become_runs_progress_and_backpressure_points():
+    w = MemoryWriter()
+    lst = SparkMetricsListener("r1", w, "market-spread").start()
+    lst.onQueryStarted(_started(0.0))
+    lst.onQueryProgress(_progress(0, 1.0, None, 1000, 3000))
+    lst.onQueryProgress(_progress(1, 1.5, 1000, 3000, 3000, ms=500))
+    lst.onQueryTerminated(_terminated())
+    assert lst.wait_terminated(1) and lst.flush(5)
+    lst.stop()
+
+    prog = w.measurement("spark_progress")
+    assert [p.fields["events"] for p in prog] == [1000, 2000]
+    assert sum(p.fields["events"] for p in prog) == 3000
+    assert dict(prog[0].tags) == {"run": "r1", "query": "market-spread"} and prog[0].time_ns == T0_NS + S
+    f = prog[1].fields
+    assert isinstance(f["events"], int) and isinstance(f["addBatch_ms"], int)
+    assert f["input_events_per_s"] == pytest.approx(4000.0) and f["processed_events_per_s"] == pytest.approx(4000.0)
+    assert (f["backlog"], f["state_rows"], f["input_blocks"], f["batch_id"]) == (0, 3, 4, 1)
+
+    runs = w.measurement("runs")
+    assert [p.fields["status"] for p in runs] == ["running", "finished"]
+    assert runs[0].time_ns == runs[1].time_ns == T0_NS          # one row per run in InfluxDB
+    assert runs[1].fields["start_ns"] == T0_NS and runs[1].fields["end_ns"] > T0_NS
+    assert (runs[1].fields["events"], runs[1].fields["batches"]) == (3000, 2)
+
+    bp = w.measurement("backpressure")
+    assert [dict(p.tags) for p in bp] == [{"run": "r1", "step": "job"}] * 2
+    # the window starts at the query's start: batch 0 ran 1.0-1.4 s, batch 1 1.5-2.0 s
+    assert bp[0].fields["busy_share"] == pytest.approx(0.4 / 1.4)
+    assert bp[1].fields["busy_share"] == pytest.approx(0.9 / 2.0) and bp[1].fields["status"] == "OK"
+    assert bp[1].fields["backlog"] == 0 and bp[1].fields["backlog_growth_per_s"] == pytest.approx(-2000 / 0.6)
+    assert "backpressured_share" not in bp[1].fields
+
+
+def test_failed_query_is_marked_with_its_truncated_error():
+    w = MemoryWriter()
+    lst = SparkMetricsListener("r1", w).start()
+    lst.onQueryStarted(_started())
+    lst.onQueryTerminated(_terminated("boom " * 500))
+    lst.stop()
+    end = w.measurement("runs")[-1].fields
+    assert end["status"] == "failed" and end["error"].startswith("boom") and len(end["error"]) == 500
+
+
+def test_follows_only_its_query_and_ignores_late_events_of_earlier_runs():
+    w = MemoryWriter()
+    lst = SparkMetricsListener("r1", w, "market-spread").start()
+    lst.onQueryStarted(_started(name="other", run_id=uuid.UUID(int=9)))
+    lst.onQueryProgress(_progress(0, 1.0, None, 10, 10, name="other", run_id=uuid.UUID(int=9)))
+    lst.onQueryStarted(_started())
+    lst.onQueryProgress(_progress(7, 1.0, 0, 10, 10, run_id=uuid.UUID(int=8)))   # an earlier run's last batch
+    lst.onQueryProgress(_progress(0, 1.0, None, 20, 20))
+    lst.onQueryTerminated(_terminated(run_id=uuid.UUID(int=9)))
+    lst.stop()
+    assert [p.fields["events"] for p in w.measurement("spark_progress")] == [20]
+    assert [p.fields["status"] for p in w.measurement("runs")] == ["running"]
+    assert not lst.wait_terminated(0)
+
+
+def test_attached_after_start_marks_the_run_from_its_first_batch():
+    w = MemoryWriter()
+    lst = SparkMetricsListener("r1", w, "market-spread").start()
+    lst.onQueryProgress(_progress(4, 3.0, 100, 200, 200))
+    lst.onQueryTerminated(_terminated())
+    lst.stop()
+    runs = w.measurement("runs")
+    assert [p.fields["status"] for p in runs] == ["running", "finished"]
+    assert runs[0].time_ns == runs[1].time_ns == T0_NS + 3 * S
+    # no known start: a full 10 s window, not a 100 % busy first batch
+    assert w.measurement("backpressure")[0].fields["busy_share"] == pytest.approx(0.04)
+
+
+def test_bad_events_are_counted_logged_once_and_never_raise(caplog):
+    w = MemoryWriter()
+    lst = SparkMetricsListener("r1", w).start()
+    with caplog.at_level(logging.ERROR, logger="spark_listener.listener"):
+        for _ in range(3):
+            lst.onQueryProgress(NS(progress=NS(runId=RID, name=None, id=QID, timestamp="not a time")))
+        lst.onQueryStarted(NS())
+    lst.onQueryProgress(_progress(0, 1.0, None, 5, 5))
+    lst.stop()
+    assert lst.failures == 4
+    assert len([r for r in caplog.records if "logged once" in r.getMessage()]) == 1
+    assert [p.fields["events"] for p in w.measurement("spark_progress")] == [5]
+
+
+def test_callbacks_never_wait_for_a_stuck_writer():
+    release = threading.Event()
+
+    class StuckWriter(MemoryWriter):
+        def add(self, points, rp=None):
+            release.wait(10)
+            super().add(points, rp)
+
+    w = StuckWriter()
+    lst = SparkMetricsListener("r1", w, max_pending=5).start()
+    t = time.monotonic()
+    for i in range(50):
+        lst.onQueryProgress(_progress(i, 1.0 + i, i * 10, i * 10 + 10, 1000))
+    assert time.monotonic() - t < 1.0
+    assert lst.dropped >= 39                   # the consumer holds at most 6, the queue 5
+    release.set()
+    lst.stop()
+    assert len(w.measurement("spark_progress")) + lst.dropped == 50
+
+
+def test_stop_drains_the_queue():
+    w = MemoryWriter()
+    lst = SparkMetricsListener("r1", w)
+    for i in range(20):
+        lst.onQueryProgress(_progress(i, 1.0 + i, i * 10, i * 10 + 10, 1000))
+    lst.start().stop()
+    assert len(w.measurement("spark_progress")) == 20 and lst.dropped == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# a real query through the project's replay, into a real InfluxDB
+
+
+def test_real_query_writes_progress_and_run_to_influxdb(spark, influx_client, tmp_path):
+    from engine.config import Config
+    from engine.job import QUERY_NAME
+    from engine.replay import replay
+    from engine.tools.generate import generate
+
+    nbbo, orders, out = tmp_path / "nbbo.msg", tmp_path / "orders.msg", tmp_path / "out.msg"
+    generate(nbbo, orders, symbols=50, nbbo=4_000, orders=4_000, seed=5)
+    cfg = Config.from_env(state_dir=tmp_path / "state", max_rows_per_batch=2_000)
+    run = "listener-it-" + uuid.uuid4().hex[:6]
+    client = InfluxClient(InfluxConfig(url=influx_client.config.url, db=influx_client.config.db))
+    writer = InfluxWriter(client, tmp_path / "spool").start()
+    listener = SparkMetricsListener(run, writer, QUERY_NAME).start()
+    spark.streams.addListener(listener)
+    try:
+        rep = replay([nbbo], [orders], out, cfg, spark=spark, ship_metrics=False)
+        # progress and termination reach listeners asynchronously, after the query stopped
+        assert listener.wait_terminated(30), "no termination event"
+    finally:
+        spark.streams.removeListener(listener)
+        listener.stop()
+        assert writer.close(timeout=30)
+    assert listener.failures == 0 and listener.dropped == 0
+
+    def rows(q: str) -> list[dict]:
+        return [r for s in influx_client.query(q, params={"run": run}) for r in s.rows()]
+
+    deadline = time.monotonic() + 10
+    while not (prog := rows('SELECT * FROM "spark_progress" WHERE "run" = $run')) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert rep.accepted == 50 + 8_000
+    assert sum(r["events"] for r in prog) == rep.accepted
+    assert len(prog) >= 4 and all(r["query"] == QUERY_NAME for r in prog)
+    assert max(r["end_seq"] for r in prog) == rep.accepted and prog[-1]["backlog"] == 0
+    assert all(r["input_blocks"] < r["events"] for r in prog if r["events"])     # blocks, not events
+    runs = rows('SELECT * FROM "runs" WHERE "run" = $run')
+    assert len(runs) == 1 and runs[0]["status"] == "finished"
+    assert runs[0]["events"] == rep.accepted and runs[0]["end_ns"] > runs[0]["start_ns"]
+    bp = rows('SELECT * FROM "backpressure" WHERE "run" = $run')
+    assert len(bp) == len(prog) and all(0 <= r["busy_share"] <= 1 and r["step"] == "job" for r in bp)
