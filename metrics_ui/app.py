@@ -1,0 +1,98 @@
+"""The dashboard's factory: Flask with the export routes, Dash with one module per page.
+
+    app = create_app(UiConfig(InfluxConfig.from_env()))
+    app.run(host="127.0.0.1", port=8050)          # app.server is the Flask app
+
+CLI: `marketspread ui [--host 127.0.0.1] [--port 8050]` (`add_arguments`, `run`); InfluxDB
+comes from `MS_INFLUX_URL` / `MS_INFLUX_DB` (and credentials) via `InfluxConfig.from_env`.
+Nothing is queried at import or construction time: only callbacks talk to InfluxDB.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dash
+from dash import Dash, dcc, html
+from flask import Flask
+
+from collector.influx import InfluxClient, InfluxConfig
+
+from . import components
+from .data import MetricsStore
+from .export import EXTENSION as EXPORT_EXTENSION
+from .export import bp as export_blueprint
+
+log = logging.getLogger(__name__)
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+PAGES_DIR = PACKAGE_DIR / "pages"
+STATIC_DIR = PACKAGE_DIR.parent / "static"
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8050
+
+
+@dataclass(frozen=True)
+class UiConfig:
+    """The dashboard's settings: where InfluxDB is, how often live pages refresh."""
+    influx: InfluxConfig = field(default_factory=InfluxConfig.from_env)
+    refresh_ms: int = components.REFRESH_MS
+    title: str = "Market Spread metrics"
+
+    @classmethod
+    def from_env(cls, **overrides) -> "UiConfig":
+        """Build from `MS_INFLUX_*` variables (and `MS_UI_REFRESH_MS`), then non-None overrides."""
+        values = {"influx": InfluxConfig.from_env()}
+        if os.environ.get("MS_UI_REFRESH_MS"):
+            values["refresh_ms"] = int(os.environ["MS_UI_REFRESH_MS"])
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
+    """Build the Flask server and mount the Dash pages on it; return the Dash app."""
+    if config is None:
+        config = UiConfig.from_env()
+    elif isinstance(config, InfluxConfig):
+        config = UiConfig(influx=config)
+    server = Flask(__name__)
+    server.config["MS_UI"] = config
+    metrics = MetricsStore(InfluxClient(config.influx))
+    server.extensions[components.EXTENSION] = metrics
+    server.extensions[EXPORT_EXTENSION] = metrics
+    server.register_blueprint(export_blueprint)
+
+    # Page modules register their callbacks with dash.callback each time an app loads them;
+    # drop what an earlier app in this process loaded but never claimed (tests build many).
+    from dash import _callback
+    _callback.GLOBAL_CALLBACK_LIST.clear()
+    _callback.GLOBAL_CALLBACK_MAP.clear()
+    app = Dash("metrics_ui", server=server, use_pages=True, pages_folder=str(PAGES_DIR),
+               assets_folder=str(STATIC_DIR), title=config.title, update_title=None,
+               suppress_callback_exceptions=True)
+    app.layout = html.Div([
+        html.Header([dcc.Link(config.title, href="/", className="brand"),
+                     html.Span(f"InfluxDB {config.influx.url} · db {config.influx.db}", className="source")],
+                    className="top"),
+        html.Main(dash.page_container, className="content"),
+    ])
+    return app
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the `ui` command's flags."""
+    parser.add_argument("--host", default=os.environ.get("MS_UI_HOST", DEFAULT_HOST),
+                        help="address to listen on (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("MS_UI_PORT", DEFAULT_PORT)),
+                        help="port (default 8050)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the dashboard until interrupted."""
+    config = UiConfig.from_env()
+    app = create_app(config)
+    log.info("dashboard on http://%s:%d/ reading %r", args.host, args.port, config.influx)
+    app.run(host=args.host, port=args.port, debug=False)
+    return 0

@@ -1,0 +1,84 @@
+"""Layout pieces the pages share: range picker, error banner, tables, and the store lookup."""
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+from dash import dcc, html
+from flask import current_app
+
+from collector.bins import format_ns
+from collector.influx import InfluxError
+
+from .data import GroupStats, MetricsStore
+from .ranges import DEFAULT_RANGE, RANGE_CUSTOM, RANGES
+
+EXTENSION = "metrics_ui"                 # key of the MetricsStore in the Flask app's extensions
+REFRESH_MS = 1000
+
+
+def store() -> MetricsStore:
+    """Return the app's MetricsStore (callbacks run inside a Flask request)."""
+    return current_app.extensions[EXTENSION]
+
+
+def now_ns() -> int:
+    """Return the wall clock in ns."""
+    return time.time_ns()
+
+
+def influx_error_banner(error: InfluxError) -> html.Div:
+    """Return the banner shown when InfluxDB cannot be reached or refuses a query."""
+    what = "is unreachable" if error.status is None else "failed a query"
+    return html.Div([html.B(f"InfluxDB at {store().client.url} {what}. "),
+                     html.Span("Figures resume when it answers again. "),
+                     html.Code(str(error)[:300])], className="banner banner-error", role="alert")
+
+
+def warning_banner(text: str) -> html.Div:
+    """Return a banner for a problem of the user's input (a bad custom range)."""
+    return html.Div(text, className="banner banner-warning", role="alert")
+
+
+def range_picker(prefix: str, value: str = DEFAULT_RANGE) -> html.Div:
+    """Return the time range picker; ids are `<prefix>-range`, `<prefix>-from`, `<prefix>-to`."""
+    options = [{"label": label, "value": key} for key, (label, _) in RANGES.items()]
+    options.append({"label": "custom", "value": RANGE_CUSTOM})
+    return html.Div([
+        dcc.RadioItems(id=f"{prefix}-range", options=options, value=value, inline=True, className="range-choice"),
+        dcc.Input(id=f"{prefix}-from", type="text", placeholder="from (RFC 3339 or ns)", debounce=True,
+                  className="range-input"),
+        dcc.Input(id=f"{prefix}-to", type="text", placeholder="to (default: now)", debounce=True,
+                  className="range-input"),
+    ], className="range-picker")
+
+
+def fmt_latency(ns: int | None) -> str:
+    """Return a latency for a table cell ("—" when unknown)."""
+    return "—" if ns is None else format_ns(ns)
+
+
+def fmt_rate(eps: float | None) -> str:
+    """Return events/s for a table cell."""
+    return "—" if eps is None else f"{eps:,.0f}"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence], table_id: str | None = None,
+          empty: str = "no data yet for this run") -> html.Table:
+    """Return a plain HTML table; one row with `empty` when there are no rows."""
+    head = html.Thead(html.Tr([html.Th(h) for h in header]))
+    if not rows:
+        body = html.Tbody(html.Tr(html.Td(empty, colSpan=len(header), className="empty")))
+    else:
+        body = html.Tbody([html.Tr([html.Td(c) for c in r]) for r in rows])
+    kwargs = {"id": table_id} if table_id else {}
+    return html.Table([head, body], className="data-table", **kwargs)
+
+
+STATS_HEADER = ("", "events", "p50", "p95", "p99", "min events/s", "median events/s", "max events/s")
+
+
+def stats_rows(stats: Sequence[GroupStats]) -> list[list[str]]:
+    """Return breakdown table rows (latency percentiles and throughput) for GroupStats."""
+    return [[s.label, f"{s.events:,}", fmt_latency(s.p50_ns), fmt_latency(s.p95_ns), fmt_latency(s.p99_ns),
+             fmt_rate(s.eps_min), fmt_rate(s.eps_median), fmt_rate(s.eps_max)] for s in stats]

@@ -1,0 +1,346 @@
+"""What the dashboard reads from InfluxDB, as typed records (schema: docs/METRICS.md).
+
+InfluxDB aggregates where it can (sums of `count` and of the Wallaroo bin fields, max of
+the per-interval percentiles per time bucket); exact percentiles over a range come from
+merging the intervals' `hdr` histograms of that range only. Decoded histograms are cached
+by their blob, so a live page re-decodes only the intervals that are new or re-emitted.
+Every value from a user (run, step, pipeline, worker, times) is a bound parameter.
+
+`spark_progress`, `runs` and `backpressure` are optional: a run without them still shows.
+"""
+from __future__ import annotations
+
+import functools
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterable, Mapping, NamedTuple, Sequence
+
+from collector.bins import WALLAROO_UI_BINS_NS, UiBin, ui_labels
+from collector.codec import decode
+from collector.histogram import LatencyHistogram, SparseCounts
+from collector.influx import InfluxClient, InfluxError
+
+from .ranges import NS, TimeRange, anchor_ns, format_time, is_live
+
+LATENCY = "latency"
+START_TO_END = "start-to-end"
+STEP_ORDER = ("ingress", "source", "check_market_data", "sink", START_TO_END)
+WALLAROO_PERCENTILES = (50.0, 95.0, 99.0, 99.9, 99.99)
+BIN_FIELDS = tuple(f"bin_le_{e}" for e in WALLAROO_UI_BINS_NS) + (f"bin_gt_{WALLAROO_UI_BINS_NS[-1]}",)
+RUN_SUMMARY_WINDOW_NS = 60 * NS          # the runs page's throughput and p99: a run's last minute
+_DECODE_CACHE = 50_000
+
+
+class SeriesKey(NamedTuple):
+    """The tags of one latency series within a run."""
+    step: str
+    pipeline: str
+    worker: str
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run as the runs page lists it; throughput and p99 cover its last minute of data."""
+    run: str
+    first_ns: int
+    last_ns: int
+    live: bool
+    status: str                       # live, finished, or the `runs` measurement's failed
+    events: int                       # start-to-end events over the whole run
+    throughput_eps: float | None
+    p99_ns: int | None
+    backpressure: str | None          # OK / LOW / HIGH from `backpressure`, None if not written
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds from the first interval's start to the end of the last one."""
+        return (self.last_ns - self.first_ns) / NS + 1.0
+
+    def anchor_ns(self, now_ns: int) -> int:
+        """Return where this run's relative time ranges end."""
+        return anchor_ns(self.last_ns, now_ns)
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """Latency percentiles and throughput of one row of a breakdown table over a range."""
+    label: str
+    events: int
+    p50_ns: int
+    p95_ns: int
+    p99_ns: int
+    eps_min: float | None
+    eps_median: float | None
+    eps_max: float | None
+
+
+class TimeSeries(NamedTuple):
+    """Values over time: `times_ns[i]` is the start of the bucket holding `values[i]`."""
+    name: str
+    times_ns: tuple[int, ...]
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class JobView:
+    """Everything the job page shows for one run and range."""
+    events: int
+    steps: list[GroupStats]
+    pipelines: list[GroupStats]
+    workers: list[GroupStats]
+    throughput: list[TimeSeries]          # events/s of start-to-end, one series per pipeline
+    percentiles: list[TimeSeries]         # start-to-end p50/p99/p99.9 over time (max over workers)
+    interval_s: int
+
+
+@dataclass(frozen=True)
+class StepView:
+    """Everything the step page shows for one step of a run over a range."""
+    events: int
+    bins: list[UiBin]
+    hist: LatencyHistogram
+    percentiles: dict[float, int]
+    throughput: list[TimeSeries]          # events/s, one series per pipeline
+    workers: list[GroupStats]
+    interval_s: int
+
+
+@functools.lru_cache(maxsize=_DECODE_CACHE)
+def _decode_sparse(blob: str) -> SparseCounts:
+    # sparse: a dense histogram is 270 KB, an interval's buckets a few KB
+    return decode(blob).to_sparse()
+
+
+def merge_blobs(blobs: Iterable[str]) -> LatencyHistogram:
+    """Return the sum of HdrHistogram V2 blobs (cached decodes)."""
+    hist = LatencyHistogram()
+    for b in blobs:
+        if b:
+            hist.add_sparse(_decode_sparse(b))
+    return hist
+
+
+def rate_stats(rates: Sequence[float]) -> tuple[float | None, float | None, float | None]:
+    """Return (min, median, max) of per-interval rates; Nones when there are none."""
+    if not rates:
+        return None, None, None
+    return min(rates), statistics.median(rates), max(rates)
+
+
+def group_stats(label: str, hist: LatencyHistogram, rates: Sequence[float]) -> GroupStats:
+    """Build one table row from a merged histogram and its per-interval rates."""
+    p = hist.percentiles((50.0, 95.0, 99.0))
+    return GroupStats(label, hist.total_count, p[50.0], p[95.0], p[99.0], *rate_stats(rates))
+
+
+def _step_rank(step: str) -> tuple[int, str]:
+    return (STEP_ORDER.index(step) if step in STEP_ORDER else len(STEP_ORDER), step)
+
+
+class MetricsStore:
+    """Read-only queries of the `latency` (and optional Spark) measurements of one database."""
+
+    def __init__(self, client: InfluxClient):
+        self.client = client
+
+    # -- helpers
+
+    def _where(self, run: str, rng: TimeRange | None = None, **tags: str | None) -> tuple[str, dict]:
+        clauses, params = ['"run" = $run'], {"run": run}
+        for key, value in tags.items():
+            if value is not None:
+                clauses.append(f'"{key}" = ${key}')
+                params[key] = value
+        if rng is not None:
+            clauses.append("time >= $start AND time < $end")
+            params.update(start=format_time(rng.start_ns), end=format_time(rng.end_ns))
+        return " AND ".join(clauses), params
+
+    def _counts(self, run: str, rng: TimeRange, interval_s: int, **tags: str | None
+                ) -> dict[SeriesKey, list[tuple[int, int]]]:
+        """Return {series: [(bucket start ns, events)]} summed per `interval_s` bucket."""
+        where, params = self._where(run, rng, **tags)
+        out: dict[SeriesKey, list[tuple[int, int]]] = {}
+        q = (f'SELECT sum("count") FROM "{LATENCY}" WHERE {where} '
+             f'GROUP BY time({int(interval_s)}s), "step", "pipeline", "worker" fill(none)')
+        for s in self.client.query(q, params):
+            key = SeriesKey(s.tags.get("step", ""), s.tags.get("pipeline", ""), s.tags.get("worker", ""))
+            out[key] = [(int(t), int(v)) for t, v in s.values if v is not None]
+        return out
+
+    def _histograms(self, run: str, rng: TimeRange, **tags: str | None) -> dict[SeriesKey, LatencyHistogram]:
+        """Return each series' histogram merged over the range."""
+        where, params = self._where(run, rng, **tags)
+        q = f'SELECT "hdr" FROM "{LATENCY}" WHERE {where} GROUP BY "step", "pipeline", "worker"'
+        out = {}
+        for s in self.client.query(q, params):
+            key = SeriesKey(s.tags.get("step", ""), s.tags.get("pipeline", ""), s.tags.get("worker", ""))
+            out[key] = merge_blobs(v[1] for v in s.values)
+        return out
+
+    # -- runs
+
+    def ping(self) -> bool:
+        """Return whether InfluxDB answers."""
+        return self.client.ping()
+
+    def run_names(self) -> list[str]:
+        """Return every run with latency data."""
+        series = self.client.query(f'SHOW TAG VALUES FROM "{LATENCY}" WITH KEY = "run"')
+        return sorted({v[1] for s in series for v in s.values})
+
+    def runs(self, now_ns: int, only: str | None = None) -> list[RunInfo]:
+        """Return every run (or just `only`), newest first."""
+        names = [only] if only is not None else self.run_names()
+        if not names:
+            return []
+        where = '"run" = $run' if only is not None else "time > 0"
+        params = {"run": only} if only is not None else None
+        first, last, events = {}, {}, {}
+        q = (f'SELECT first("count") FROM "{LATENCY}" WHERE {where} GROUP BY "run"; '
+             f'SELECT last("count") FROM "{LATENCY}" WHERE {where} GROUP BY "run"; '
+             f'SELECT sum("count") FROM "{LATENCY}" WHERE {where} AND "step" = \'{START_TO_END}\' GROUP BY "run"')
+        for s in self.client.query(q, params):
+            run = s.tags.get("run", "")
+            col = s.columns[1]
+            for t, v in s.values:
+                {"first": first, "last": last, "sum": events}[col][run] = v if col == "sum" else int(t)
+        bp = self._backpressure(only)
+        failed = self._failed_runs(only)
+        out = []
+        for run in names:
+            if run not in first:
+                continue
+            live = is_live(last[run], now_ns)
+            window = TimeRange(max(first[run], last[run] + NS - RUN_SUMMARY_WINDOW_NS), last[run] + NS)
+            recent = self._histograms(run, window, step=START_TO_END)
+            hist = LatencyHistogram()
+            for h in recent.values():
+                hist.add(h)
+            eps = hist.total_count / window.seconds if hist.total_count else None
+            status = "failed" if run in failed else ("live" if live else "finished")
+            out.append(RunInfo(run, first[run], last[run], live, status, int(events.get(run) or 0), eps,
+                               hist.value_at_percentile(99.0) if hist.total_count else None, bp.get(run)))
+        return sorted(out, key=lambda r: r.last_ns, reverse=True)
+
+    def run(self, run: str, now_ns: int) -> RunInfo | None:
+        """Return one run, None if it has no latency data."""
+        found = self.runs(now_ns, only=run)
+        return found[0] if found else None
+
+    def _backpressure(self, only: str | None) -> dict[str, str]:
+        where, params = ('WHERE "run" = $run AND "step" = \'job\'', {"run": only}) if only else \
+            ("WHERE \"step\" = 'job'", None)
+        try:
+            series = self.client.query(f'SELECT last("status") FROM "backpressure" {where} GROUP BY "run"', params)
+        except InfluxError as e:
+            if e.status is None:
+                raise
+            return {}
+        return {s.tags.get("run", ""): s.values[-1][1] for s in series if s.values}
+
+    def _failed_runs(self, only: str | None) -> set[str]:
+        where, params = ('WHERE "run" = $run', {"run": only}) if only else ("", None)
+        try:
+            series = self.client.query(f'SELECT last("status") FROM "runs" {where} GROUP BY "run"', params)
+        except InfluxError as e:
+            if e.status is None:
+                raise
+            return set()
+        return {s.tags.get("run", "") for s in series if s.values and s.values[-1][1] == "failed"}
+
+    # -- job and step pages
+
+    def steps(self, run: str) -> list[str]:
+        """Return the steps a run has data for, in pipeline order."""
+        series = self.client.query(f'SHOW TAG VALUES FROM "{LATENCY}" WITH KEY = "step" WHERE "run" = $run',
+                                   {"run": run})
+        return sorted({v[1] for s in series for v in s.values}, key=_step_rank)
+
+    def job_view(self, run: str, rng: TimeRange, interval_s: int) -> JobView:
+        """Return the job page's tables and series for one run over a range."""
+        hists = self._histograms(run, rng)
+        counts = self._counts(run, rng, interval_s)
+
+        def rollup(keyf, keep=lambda k: True, order=lambda label: label):
+            merged: dict[str, LatencyHistogram] = defaultdict(LatencyHistogram)
+            per_time: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+            for k, h in hists.items():
+                if keep(k):
+                    merged[keyf(k)].add(h)
+            for k, rows in counts.items():
+                if keep(k):
+                    for t, v in rows:
+                        per_time[keyf(k)][t] += v
+            return [group_stats(label, merged[label], [v / interval_s for v in per_time[label].values()])
+                    for label in sorted(merged, key=order)]
+
+        is_e2e = lambda k: k.step == START_TO_END  # noqa: E731
+        steps = rollup(lambda k: k.step, order=_step_rank)
+        pipelines = rollup(lambda k: k.pipeline, is_e2e)
+        workers = rollup(lambda k: f"{k.worker} · {k.step}", order=lambda s: (s.split(" · ")[0],
+                                                                                _step_rank(s.split(" · ")[-1])))
+        throughput = _rate_series({k: v for k, v in counts.items() if is_e2e(k)}, lambda k: k.pipeline, interval_s)
+        events = sum(s.events for s in pipelines)
+        return JobView(events, steps, pipelines, workers, throughput,
+                       self._percentiles_over_time(run, rng, interval_s, START_TO_END), interval_s)
+
+    def _percentiles_over_time(self, run: str, rng: TimeRange, interval_s: int, step: str) -> list[TimeSeries]:
+        where, params = self._where(run, rng, step=step)
+        q = (f'SELECT max("p50") AS p50, max("p99") AS p99, max("p999") AS p999 FROM "{LATENCY}" '
+             f'WHERE {where} GROUP BY time({int(interval_s)}s) fill(none)')
+        series = self.client.query(q, params)
+        if not series:
+            return []
+        s = series[0]
+        return [TimeSeries(name, tuple(int(r[0]) for r in s.values if r[i] is not None),
+                           tuple(float(r[i]) for r in s.values if r[i] is not None))
+                for i, name in enumerate(s.columns) if name != "time"]
+
+    def step_histogram(self, run: str, step: str, rng: TimeRange, pipeline: str | None = None,
+                       worker: str | None = None) -> LatencyHistogram:
+        """Return one step's histogram merged over a range (and optionally one pipeline/worker)."""
+        hist = LatencyHistogram()
+        for h in self._histograms(run, rng, step=step, pipeline=pipeline, worker=worker).values():
+            hist.add(h)
+        return hist
+
+    def bins(self, run: str, step: str, rng: TimeRange) -> list[UiBin]:
+        """Return the Wallaroo UI bins of a step over a range, summed by InfluxDB."""
+        where, params = self._where(run, rng, step=step)
+        sums = ", ".join(f'sum("{f}") AS "{f}"' for f in BIN_FIELDS)
+        series = self.client.query(f'SELECT {sums} FROM "{LATENCY}" WHERE {where}', params)
+        row = dict(zip(series[0].columns, series[0].values[0])) if series and series[0].values else {}
+        counts = [int(row.get(f) or 0) for f in BIN_FIELDS]
+        total = sum(counts)
+        return [UiBin(label, c, 100.0 * c / total if total else 0.0) for label, c in zip(ui_labels(), counts)]
+
+    def step_view(self, run: str, step: str, rng: TimeRange, interval_s: int) -> StepView:
+        """Return the step page's data for one step of a run over a range."""
+        hists = self._histograms(run, rng, step=step)
+        counts = self._counts(run, rng, interval_s, step=step)
+        total = LatencyHistogram()
+        by_worker: dict[str, LatencyHistogram] = defaultdict(LatencyHistogram)
+        for k, h in hists.items():
+            total.add(h)
+            by_worker[k.worker].add(h)
+        worker_rates: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+        for k, rows in counts.items():
+            for t, v in rows:
+                worker_rates[k.worker][t] += v
+        workers = [group_stats(w, by_worker[w], [v / interval_s for v in worker_rates[w].values()])
+                   for w in sorted(by_worker)]
+        return StepView(total.total_count, self.bins(run, step, rng), total,
+                        total.percentiles(WALLAROO_PERCENTILES), _rate_series(counts, lambda k: k.pipeline, interval_s),
+                        workers, interval_s)
+
+
+def _rate_series(counts: Mapping[SeriesKey, list[tuple[int, int]]], keyf, interval_s: int) -> list[TimeSeries]:
+    """Sum counts per group and bucket and return events/s series, one per group."""
+    grouped: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for k, rows in counts.items():
+        for t, v in rows:
+            grouped[keyf(k)][t] += v
+    return [TimeSeries(name, tuple(sorted(g)), tuple(g[t] / interval_s for t in sorted(g)))
+            for name, g in sorted(grouped.items())]

@@ -1,0 +1,86 @@
+"""Job page: one run's pipelines, workers and steps over the chosen range, live while it runs."""
+from __future__ import annotations
+
+from urllib.parse import quote, unquote
+
+import dash
+from dash import Input, Output, State, callback, dcc, html
+from flask import current_app
+
+from collector.influx import InfluxError
+
+from metrics_ui import components as c
+from metrics_ui import figures
+from metrics_ui.ranges import group_interval_s, resolve_range
+
+dash.register_page(__name__, path_template="/run/<run_id>", title="Run · Market Spread metrics", name="Run")
+
+JOB_RUN = "job-run"
+JOB_RANGE = "job"                  # range picker prefix: job-range, job-from, job-to
+JOB_TITLE = "job-title"
+JOB_BANNER = "job-banner"
+JOB_SUMMARY = "job-summary"
+JOB_THROUGHPUT = "job-throughput"
+JOB_PERCENTILES = "job-percentiles"
+JOB_STEPS = "job-steps"
+JOB_PIPELINES = "job-pipelines"
+JOB_WORKERS = "job-workers"
+JOB_INTERVAL = "job-interval"
+
+
+def layout(run_id: str | None = None, **_query) -> html.Div:
+    """Return the job page for `run_id` (data arrives with the first interval tick)."""
+    run = unquote(run_id or "")
+    return html.Div([
+        dcc.Store(id=JOB_RUN, data=run),
+        html.Div([dcc.Link("← runs", href="/"), html.H2(["Run ", html.Code(run)]),
+                  html.Span(id=JOB_TITLE, className="status")], className="page-head"),
+        c.range_picker(JOB_RANGE),
+        html.Div(id=JOB_BANNER),
+        html.P(id=JOB_SUMMARY, className="summary"),
+        html.Div([dcc.Graph(id=JOB_THROUGHPUT, figure=figures.empty_figure("Throughput", "loading…")),
+                  dcc.Graph(id=JOB_PERCENTILES, figure=figures.empty_figure("Start-to-end latency", "loading…"))],
+                 className="grid2"),
+        html.H3("Steps"), html.Div(id=JOB_STEPS),
+        html.H3("Pipelines (start-to-end)"), html.Div(id=JOB_PIPELINES),
+        html.H3("Workers"), html.Div(id=JOB_WORKERS),
+        dcc.Interval(id=JOB_INTERVAL, interval=current_app.config["MS_UI"].refresh_ms, n_intervals=0),
+    ])
+
+
+@callback(Output(JOB_TITLE, "children"), Output(JOB_TITLE, "className"), Output(JOB_SUMMARY, "children"),
+          Output(JOB_THROUGHPUT, "figure"), Output(JOB_PERCENTILES, "figure"),
+          Output(JOB_STEPS, "children"), Output(JOB_PIPELINES, "children"), Output(JOB_WORKERS, "children"),
+          Output(JOB_BANNER, "children"), Output(JOB_INTERVAL, "disabled"),
+          Input(JOB_INTERVAL, "n_intervals"), Input(f"{JOB_RANGE}-range", "value"),
+          Input(f"{JOB_RANGE}-from", "value"), Input(f"{JOB_RANGE}-to", "value"), State(JOB_RUN, "data"))
+def refresh_job(_n, choice, custom_from, custom_to, run):
+    """Reload the job page's figures and tables for the chosen range."""
+    keep = [dash.no_update] * 8
+    try:
+        store, now = c.store(), c.now_ns()
+        info = store.run(run, now)
+        if info is None:
+            empty = c.table(c.STATS_HEADER, [])
+            return ("no data yet", "status", "no data yet for this run",
+                    figures.empty_figure("Throughput"), figures.empty_figure("Start-to-end latency"),
+                    empty, empty, empty, None, False)
+        try:
+            rng = resolve_range(choice, info.anchor_ns(now), custom_from, custom_to)
+        except ValueError as e:
+            return keep + [c.warning_banner(str(e)), not info.live]
+        view = store.job_view(run, rng, group_interval_s(rng))
+    except InfluxError as e:
+        return keep + [c.influx_error_banner(e), False]
+    step_rows = c.stats_rows(view.steps)
+    for row in step_rows:
+        row[0] = dcc.Link(row[0], href=f"/step/{quote(run, safe='')}/{quote(row[0], safe='')}")
+    summary = (f"{view.events:,} events start-to-end in the range · {info.events:,} in the whole run · "
+               f"{'refreshing every second' if info.live else 'finished'}")
+    return (info.status, f"status status-{info.status}", summary,
+            figures.throughput_figure(view.throughput, "Throughput (start-to-end, per pipeline)"),
+            figures.percentiles_over_time_figure(view.percentiles, "Start-to-end latency (max over workers)"),
+            c.table(c.STATS_HEADER, step_rows, JOB_STEPS + "-table"),
+            c.table(c.STATS_HEADER, c.stats_rows(view.pipelines), JOB_PIPELINES + "-table"),
+            c.table(c.STATS_HEADER, c.stats_rows(view.workers), JOB_WORKERS + "-table"),
+            None, not info.live)

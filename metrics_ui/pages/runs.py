@@ -1,0 +1,50 @@
+"""Runs page: every run, live or finished, with its status, timing, throughput and p99."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from urllib.parse import quote
+
+import dash
+from dash import Input, Output, callback, dcc, html
+from flask import current_app
+
+from collector.influx import InfluxError
+
+from metrics_ui import components as c
+from metrics_ui.data import RunInfo
+
+dash.register_page(__name__, path="/", title="Runs · Market Spread metrics", name="Runs")
+
+RUNS_TABLE = "runs-table"
+RUNS_BANNER = "runs-banner"
+RUNS_INTERVAL = "runs-interval"
+RUNS_HEADER = ("run", "status", "start (UTC)", "duration", "events", "throughput (events/s, last min)",
+               "p99 start-to-end (last min)", "backpressure")
+
+
+def layout(**_query) -> html.Div:
+    """Return the runs page (data arrives with the first interval tick)."""
+    return html.Div([
+        html.H2("Runs"),
+        html.Div(id=RUNS_BANNER),
+        html.Div(c.table(RUNS_HEADER, [], empty="loading…"), id=RUNS_TABLE),
+        dcc.Interval(id=RUNS_INTERVAL, interval=current_app.config["MS_UI"].refresh_ms, n_intervals=0),
+    ])
+
+
+def _row(r: RunInfo) -> list:
+    start = datetime.fromtimestamp(r.first_ns / 1e9, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return [dcc.Link(r.run, href=f"/run/{quote(r.run, safe='')}"),
+            html.Span(r.status, className=f"status status-{r.status}"), start, f"{r.duration_s:,.0f} s",
+            f"{r.events:,}", c.fmt_rate(r.throughput_eps), c.fmt_latency(r.p99_ns),
+            html.Span(r.backpressure or "—", className=f"bp bp-{(r.backpressure or 'none').lower()}")]
+
+
+@callback(Output(RUNS_TABLE, "children"), Output(RUNS_BANNER, "children"), Input(RUNS_INTERVAL, "n_intervals"))
+def refresh_runs(_n):
+    """Reload the runs table."""
+    try:
+        runs = c.store().runs(c.now_ns())
+    except InfluxError as e:
+        return dash.no_update, c.influx_error_banner(e)
+    return c.table(RUNS_HEADER, [_row(r) for r in runs], empty="no runs yet: start a job with metrics on"), None

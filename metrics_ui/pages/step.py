@@ -1,0 +1,93 @@
+"""Step page: one step's latency distribution (Wallaroo bins, full percentile curve), throughput, workers."""
+from __future__ import annotations
+
+from urllib.parse import quote, unquote
+
+import dash
+from dash import Input, Output, State, callback, dcc, html
+from flask import current_app
+
+from collector.bins import format_ns
+from collector.influx import InfluxError
+
+from metrics_ui import components as c
+from metrics_ui import figures
+from metrics_ui.export import export_url
+from metrics_ui.ranges import group_interval_s, resolve_range
+
+dash.register_page(__name__, path_template="/step/<run_id>/<step>", title="Step · Market Spread metrics",
+                   name="Step")
+
+STEP_KEY = "step-key"
+STEP_RANGE = "step"               # range picker prefix: step-range, step-from, step-to
+STEP_BANNER = "step-banner"
+STEP_SUMMARY = "step-summary"
+STEP_BINS = "step-bins"
+STEP_CURVE = "step-curve"
+STEP_THROUGHPUT = "step-throughput"
+STEP_PERCENTILES = "step-percentiles"
+STEP_WORKERS = "step-workers"
+STEP_CSV = "step-csv"
+STEP_HGRM = "step-hgrm"
+STEP_INTERVAL = "step-interval"
+PERCENTILE_HEADER = ("p50", "p95", "p99", "p99.9", "p99.99", "max")
+
+
+def layout(run_id: str | None = None, step: str | None = None, **_query) -> html.Div:
+    """Return the step page (data arrives with the first interval tick)."""
+    run, step = unquote(run_id or ""), unquote(step or "")
+    return html.Div([
+        dcc.Store(id=STEP_KEY, data={"run": run, "step": step}),
+        html.Div([dcc.Link("← run", href=f"/run/{quote(run, safe='')}"),
+                  html.H2(["Step ", html.Code(step), " of run ", html.Code(run)])], className="page-head"),
+        c.range_picker(STEP_RANGE),
+        html.Div(id=STEP_BANNER),
+        html.Div([html.Span(id=STEP_SUMMARY, className="summary"),
+                  html.Span([" Download the histogram of this range: ",
+                             html.A("CSV", id=STEP_CSV, href=export_url(run, step, "csv")), " · ",
+                             html.A(".hgrm", id=STEP_HGRM, href=export_url(run, step, "hgrm"))],
+                            className="export")]),
+        html.Div(id=STEP_PERCENTILES),
+        html.Div([dcc.Graph(id=STEP_BINS, figure=figures.empty_figure("Percent of events by latency bin", "loading…")),
+                  dcc.Graph(id=STEP_CURVE, figure=figures.empty_figure("Latency by percentile", "loading…"))],
+                 className="grid2"),
+        dcc.Graph(id=STEP_THROUGHPUT, figure=figures.empty_figure("Throughput", "loading…")),
+        html.H3("Workers"), html.Div(id=STEP_WORKERS),
+        dcc.Interval(id=STEP_INTERVAL, interval=current_app.config["MS_UI"].refresh_ms, n_intervals=0),
+    ])
+
+
+@callback(Output(STEP_SUMMARY, "children"), Output(STEP_PERCENTILES, "children"), Output(STEP_BINS, "figure"),
+          Output(STEP_CURVE, "figure"), Output(STEP_THROUGHPUT, "figure"), Output(STEP_WORKERS, "children"),
+          Output(STEP_CSV, "href"), Output(STEP_HGRM, "href"),
+          Output(STEP_BANNER, "children"), Output(STEP_INTERVAL, "disabled"),
+          Input(STEP_INTERVAL, "n_intervals"), Input(f"{STEP_RANGE}-range", "value"),
+          Input(f"{STEP_RANGE}-from", "value"), Input(f"{STEP_RANGE}-to", "value"), State(STEP_KEY, "data"))
+def refresh_step(_n, choice, custom_from, custom_to, key):
+    """Reload the step page for the chosen range."""
+    run, step = key["run"], key["step"]
+    keep = [dash.no_update] * 8
+    try:
+        store, now = c.store(), c.now_ns()
+        info = store.run(run, now)
+        if info is None:
+            return ("no data yet for this run", None, figures.empty_figure("Percent of events by latency bin"),
+                    figures.empty_figure("Latency by percentile"), figures.empty_figure("Throughput"),
+                    c.table(c.STATS_HEADER, []), dash.no_update, dash.no_update, None, False)
+        try:
+            rng = resolve_range(choice, info.anchor_ns(now), custom_from, custom_to)
+        except ValueError as e:
+            return keep + [c.warning_banner(str(e)), not info.live]
+        view = store.step_view(run, step, rng, group_interval_s(rng))
+    except InfluxError as e:
+        return keep + [c.influx_error_banner(e), False]
+    p = view.percentiles
+    pct_table = c.table(PERCENTILE_HEADER, [[format_ns(p[q]) for q in (50.0, 95.0, 99.0, 99.9, 99.99)]
+                                            + [format_ns(view.hist.max)]] if view.events else [],
+                        STEP_PERCENTILES + "-table")
+    summary = (f"{view.events:,} events in the range" if view.events else "no data yet for this run in the range")
+    return (summary, pct_table, figures.bins_figure(view.bins),
+            figures.percentile_curve_figure(view.hist, p if view.events else None),
+            figures.throughput_figure(view.throughput, f"Throughput of {step} (per pipeline)"),
+            c.table(c.STATS_HEADER, c.stats_rows(view.workers), STEP_WORKERS + "-table"),
+            export_url(run, step, "csv", rng), export_url(run, step, "hgrm", rng), None, not info.live)

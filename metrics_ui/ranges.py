@@ -1,0 +1,106 @@
+"""Time ranges and parameter parsing for the dashboard and its export routes (pure, no I/O).
+
+A run's window is relative to its *anchor*: now for a live run, the run's last point for
+a finished one, so "last 5 min" of a finished run shows its final five minutes.
+"""
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import NamedTuple
+
+NS = 1_000_000_000
+LIVE_AFTER_NS = 10 * NS                      # a run is live if its last point is younger
+#: Relative range choices of the picker: value -> (label, seconds).
+RANGES = {"5m": ("last 5 min", 300), "1h": ("last 1 h", 3600), "24h": ("last 24 h", 86400)}
+RANGE_CUSTOM = "custom"
+DEFAULT_RANGE = "5m"
+MAX_NAME_CHARS = 200
+# Run, step, pipeline and worker names as the collector writes them; anything else is refused.
+_NAME = re.compile(r"^[A-Za-z0-9_.:/@+\-]+$")
+_RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|z|[+-]\d{2}:\d{2})$")
+_MIN_NS, _MAX_NS = 0, 4_102_444_800 * NS     # 1970 .. 2100
+
+
+class TimeRange(NamedTuple):
+    """A half-open time range [start_ns, end_ns) in ns since the epoch."""
+    start_ns: int
+    end_ns: int
+
+    @property
+    def seconds(self) -> float:
+        """Length of the range in seconds."""
+        return (self.end_ns - self.start_ns) / NS
+
+
+def parse_time(text: str) -> int:
+    """Parse ns since the epoch (digits) or an RFC 3339 time into ns; raise ValueError with a reason."""
+    text = text.strip()
+    if text.isdigit():
+        if len(text) > 20:
+            raise ValueError(f"time {text[:24]!r} is too large")
+        ns = int(text)
+    else:
+        m = _RFC3339.match(text)
+        if not m:
+            raise ValueError(f"time {text[:40]!r} is neither ns since the epoch nor RFC 3339 "
+                             "(e.g. 2024-05-01T12:00:00Z)")
+        frac = (m.group(7) or "").ljust(9, "0")
+        tz = m.group(8).upper()
+        iso = f"{m.group(1)}-{m.group(2)}-{m.group(3)}T{m.group(4)}:{m.group(5)}:{m.group(6)}"
+        iso += "+00:00" if tz == "Z" else tz
+        try:
+            dt = datetime.fromisoformat(iso)
+        except ValueError as e:
+            raise ValueError(f"time {text[:40]!r} is not a valid date: {e}") from None
+        ns = int(dt.timestamp()) * NS + int(frac)
+    if not _MIN_NS <= ns <= _MAX_NS:
+        raise ValueError(f"time {text[:40]!r} is outside 1970..2100")
+    return ns
+
+
+def format_time(ns: int) -> str:
+    """Return ns since the epoch as RFC 3339 UTC with ns precision (what InfluxQL accepts)."""
+    dt = datetime.fromtimestamp(ns // NS, timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{ns % NS:09d}Z"
+
+
+def check_name(value: str, what: str) -> str:
+    """Return a run/step/pipeline/worker name if it looks like one; raise ValueError otherwise."""
+    if not value or len(value) > MAX_NAME_CHARS or not _NAME.match(value):
+        raise ValueError(f"{what} must be 1-{MAX_NAME_CHARS} characters of letters, digits and . _ - : / @ +")
+    return value
+
+
+def is_live(last_ns: int, now_ns: int) -> bool:
+    """Return whether a run whose last point is at `last_ns` is still live at `now_ns`."""
+    return now_ns - last_ns < LIVE_AFTER_NS
+
+
+def anchor_ns(last_ns: int, now_ns: int) -> int:
+    """Return where relative ranges end: now for a live run, just past the last point otherwise."""
+    return now_ns if is_live(last_ns, now_ns) else last_ns + NS
+
+
+def resolve_range(choice: str | None, anchor: int, custom_from: str | None = None,
+                  custom_to: str | None = None) -> TimeRange:
+    """Turn the picker's choice (and custom times) into a TimeRange; raise ValueError with a reason."""
+    if choice == RANGE_CUSTOM:
+        if not custom_from:
+            raise ValueError("custom range: enter a start time (RFC 3339 or ns)")
+        start = parse_time(custom_from)
+        end = parse_time(custom_to) if custom_to else anchor
+        if end <= start:
+            raise ValueError("custom range: the end must be after the start")
+        return TimeRange(start, end)
+    seconds = RANGES.get(choice or DEFAULT_RANGE, RANGES[DEFAULT_RANGE])[1]
+    return TimeRange(anchor - seconds * NS, anchor)
+
+
+def group_interval_s(rng: TimeRange, max_points: int = 400) -> int:
+    """Return a GROUP BY time() interval (s) giving at most about `max_points` points."""
+    for s in (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400):
+        if rng.seconds / s <= max_points:
+            return s
+    return 86400

@@ -1,0 +1,96 @@
+"""Export routes (Flask test client) against a real InfluxDB."""
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from collector.codec import decode
+from metrics_ui.export import neutralise_cell
+from metrics_ui.ranges import format_time
+
+from .conftest import NS
+
+
+def _csv(client, url):
+    r = client.get(url)
+    assert r.status_code == 200, r.data
+    assert r.mimetype == "text/csv" and "attachment" in r.headers["Content-Disposition"]
+    rows = list(csv.reader(io.StringIO(r.data.decode())))
+    assert rows[0] == ["value_from_ns", "value_to_ns", "count", "cumulative_percent"]
+    return rows[1:]
+
+
+def test_csv_counts_sum_to_the_events_written(ui_app, ui_data):
+    client = ui_app.server.test_client()
+    for step in ("sink", "start-to-end", "ingress"):
+        rows = _csv(client, f"/export/{ui_data.live_run}/{step}.csv")
+        assert sum(int(r[2]) for r in rows) == ui_data.live_totals[step]
+        assert float(rows[-1][3]) == pytest.approx(100.0)
+        assert all(int(a[1]) < int(b[0]) for a, b in zip(rows, rows[1:]))     # ascending, disjoint
+        assert all(int(r[0]) <= int(r[1]) for r in rows)
+
+
+def test_csv_range_and_filters(ui_app, ui_data, influx_client):
+    client = ui_app.server.test_client()
+    start = ui_data.live_start_ns
+    # 10 intervals by ns, the same by RFC 3339: equal, and what InfluxDB holds for them
+    by_ns = _csv(client, f"/export/{ui_data.live_run}/sink.csv?from={start}&to={start + 10 * NS}")
+    by_iso = _csv(client, f"/export/{ui_data.live_run}/sink.csv?from={format_time(start)}"
+                          f"&to={format_time(start + 10 * NS)}")
+    assert by_ns == by_iso
+    expected = influx_client.query(
+        'SELECT sum("count") FROM latency WHERE run=$r AND step=\'sink\' AND time >= $a AND time < $b',
+        {"r": ui_data.live_run, "a": format_time(start), "b": format_time(start + 10 * NS)})[0].values[0][1]
+    assert sum(int(r[2]) for r in by_ns) == expected > 0
+    p0 = _csv(client, f"/export/{ui_data.live_run}/sink.csv?worker=host-a/p0&pipeline=orders")
+    p1 = _csv(client, f"/export/{ui_data.live_run}/sink.csv?worker=host-a/p1")
+    assert 0 < sum(int(r[2]) for r in p0) < sum(int(r[2]) for r in p1) < ui_data.live_totals["sink"]
+    assert _csv(client, f"/export/{ui_data.live_run}/sink.csv?worker=nobody") == []
+
+
+def test_hgrm_matches_the_merged_histogram(ui_app, ui_data, influx_client):
+    r = ui_app.server.test_client().get(f"/export/{ui_data.done_run}/start-to-end.hgrm")
+    assert r.status_code == 200
+    text = r.data.decode()
+    assert text.splitlines()[0].split() == ["Value", "Percentile", "TotalCount", "1/(1-Percentile)"]
+    assert f"Total count    = {ui_data.done_totals['start-to-end']:>12d}]" in text
+    blobs = influx_client.query('SELECT hdr FROM latency WHERE run=$r AND step=\'start-to-end\'',
+                                {"r": ui_data.done_run})[0].values
+    hist = decode(blobs[0][1])
+    for _, b in blobs[1:]:
+        hist.add(decode(b))
+    assert f"Max     = {hist.max / 1e3:12.3f}" in text
+
+
+@pytest.mark.parametrize("url, reason", [
+    ("/export/live-1/sink.csv?from=yesterday", "neither ns since the epoch nor RFC 3339"),
+    ("/export/live-1/sink.csv?from=2024-13-01T00:00:00Z", "not a valid date"),
+    ("/export/live-1/sink.csv?from=99999999999999999999999", "too large"),
+    ("/export/live-1/sink.csv?from=20&to=10", "'to' must be after 'from'"),
+    ("/export/live-1/sink.csv?worker=%3Dcmd|calc", "worker must be"),
+    ("/export/live-1/sink.csv?pipeline=' OR 1=1 --", "pipeline must be"),
+    ("/export/live-1/sink.csv?limit=5", "unknown parameter 'limit'"),
+    ("/export/live-1/sink.csv?from=1&from=2", "more than once"),
+    ("/export/live%27--/sink.hgrm", "run must be"),
+])
+def test_bad_parameters_get_a_clear_400(ui_app, ui_data, url, reason):
+    r = ui_app.server.test_client().get(url)
+    assert r.status_code == 400
+    assert r.mimetype == "text/plain"
+    assert reason in r.data.decode() and "Traceback" not in r.data.decode()
+
+
+def test_unreachable_influxdb_is_a_503(tmp_path):
+    from collector.influx import InfluxConfig
+    from metrics_ui.app import UiConfig, create_app
+    app = create_app(UiConfig(influx=InfluxConfig(url="http://127.0.0.1:9", db="x", timeout=2.0)))
+    r = app.server.test_client().get("/export/r/sink.csv")
+    assert r.status_code == 503 and "unreachable" in r.data.decode()
+
+
+def test_formula_cells_are_neutralised():
+    assert neutralise_cell("=HYPERLINK(\"x\")") == "'=HYPERLINK(\"x\")"
+    assert neutralise_cell("+1") == "'+1" and neutralise_cell("@SUM(A1)") == "'@SUM(A1)"
+    assert neutralise_cell(5) == 5 and neutralise_cell("12.5") == "12.5"

@@ -1,0 +1,112 @@
+"""The dashboard in a real headless Chromium against a real InfluxDB (dash_duo)."""
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+
+from collector.aggregate import IntervalHistogram
+from collector.histogram import LatencyHistogram
+from collector.influx import InfluxConfig
+from collector.points import latency_point
+from metrics_ui.app import UiConfig, create_app
+
+from .conftest import NS
+
+TIMEOUT = 10
+
+
+def _trace_data(dash_duo, graph_id: str) -> list[dict]:
+    """Return the plotted traces (x, y) of a dcc.Graph as the browser holds them."""
+    return dash_duo.driver.execute_script(
+        "const gd = document.querySelector('#' + arguments[0] + ' .js-plotly-plot');"
+        "return gd && gd._fullData ? gd._fullData.filter(t => t.visible !== false)"
+        "  .map(t => ({x: Array.from(t.x || []), y: Array.from(t.y || [])})) : [];",
+        graph_id)
+
+
+def _wait_traces(dash_duo, graph_id: str) -> list[dict]:
+    dash_duo.wait_for_element(f"#{graph_id} .js-plotly-plot", timeout=TIMEOUT)
+    dash_duo._wait_for(lambda _driver: any(t["y"] for t in _trace_data(dash_duo, graph_id)), timeout=TIMEOUT,
+                       msg=f"{graph_id} has no data")
+    return _trace_data(dash_duo, graph_id)
+
+
+def test_pages_show_runs_refresh_live_and_plot_steps(dash_duo, ui_app, ui_data, influx_client):
+    dash_duo.start_server(ui_app)
+
+    # runs page: both runs, live and finished, linked
+    dash_duo.wait_for_contains_text("#runs-table", ui_data.live_run, timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#runs-table", ui_data.done_run, timeout=TIMEOUT)
+    text = dash_duo.find_element("#runs-table").text
+    assert "live" in text and "finished" in text
+    assert f"{ui_data.live_totals['start-to-end']:,}" in text
+    assert dash_duo.get_logs() == []
+
+    # job page of the live run: tables, charts, and a refresh without reloading
+    dash_duo.find_element(f"#runs-table a[href='/run/{ui_data.live_run}']").click()
+    total = ui_data.live_totals["start-to-end"]
+    dash_duo.wait_for_contains_text("#job-summary", f"{total:,} events start-to-end", timeout=TIMEOUT)
+    for table in ("#job-steps", "#job-pipelines", "#job-workers"):
+        dash_duo.wait_for_contains_text(table, "ms", timeout=TIMEOUT)
+    assert "check_market_data" in dash_duo.find_element("#job-steps").text
+    assert sum(sum(t["y"]) for t in _wait_traces(dash_duo, "job-throughput")) > 0
+    assert len(_wait_traces(dash_duo, "job-percentiles")) == 3
+    dash_duo.driver.execute_script("window.__not_reloaded = true;")
+
+    last = ui_data.live_start_ns + 29 * NS
+    extra = LatencyHistogram.from_values(np.full(1234, 350_000_000))
+    influx_client.write([latency_point(IntervalHistogram(ui_data.live_run, "orders", "start-to-end", "host-b/p9",
+                                                         last, NS, extra))])
+    dash_duo.wait_for_contains_text("#job-summary", f"{total + 1234:,} events start-to-end", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#job-workers", "host-b/p9", timeout=TIMEOUT)
+    assert dash_duo.driver.execute_script("return window.__not_reloaded === true;")
+    assert dash_duo.get_logs() == []
+
+    # step page: Wallaroo bins, the percentile curve, throughput, workers, export links
+    dash_duo.find_element("#job-steps a[href='/step/live-1/sink']").click()
+    sink = ui_data.live_totals["sink"]
+    dash_duo.wait_for_contains_text("#step-summary", f"{sink:,} events", timeout=TIMEOUT)
+    bars = _wait_traces(dash_duo, "step-bins")[0]
+    assert len(bars["x"]) == 12 and bars["x"][0] == "≤ 1 µs" and bars["x"][-1] == "> 1 s"
+    assert abs(sum(bars["y"]) - 100.0) < 1e-6
+    curve = _wait_traces(dash_duo, "step-curve")
+    assert len(curve[0]["y"]) > 50 and curve[0]["y"] == sorted(curve[0]["y"])
+    assert len(curve[1]["y"]) == 5                                   # the five Wallaroo percentiles
+    assert sum(sum(t["y"]) for t in _wait_traces(dash_duo, "step-throughput")) > 0
+    dash_duo.wait_for_contains_text("#step-workers", "host-a/p1", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#step-percentiles", "µs", timeout=TIMEOUT)
+    href = dash_duo.find_element("#step-csv").get_attribute("href")
+    assert "/export/live-1/sink.csv?from=" in href
+    assert dash_duo.get_logs() == []
+
+
+def test_finished_run_stays_viewable(dash_duo, ui_app, ui_data):
+    dash_duo.start_server(ui_app)
+    dash_duo.driver.get(dash_duo.server_url + f"/step/{ui_data.done_run}/start-to-end")
+    total = ui_data.done_totals["start-to-end"]
+    dash_duo.wait_for_contains_text("#step-summary", f"{total:,} events", timeout=TIMEOUT)
+    assert _wait_traces(dash_duo, "step-bins")
+    assert dash_duo.get_logs() == []
+
+
+def test_unknown_run_shows_empty_state(dash_duo, ui_app, ui_data):
+    dash_duo.start_server(ui_app)
+    dash_duo.driver.get(dash_duo.server_url + "/run/no-such-run")
+    dash_duo.wait_for_contains_text("#job-summary", "no data yet for this run", timeout=TIMEOUT)
+    assert dash_duo.get_logs() == []
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_influxdb_shows_a_banner(dash_duo):
+    url = f"http://127.0.0.1:{_closed_port()}"
+    app = create_app(UiConfig(influx=InfluxConfig(url=url, db="none", timeout=2.0)))
+    dash_duo.start_server(app)
+    dash_duo.wait_for_contains_text("#runs-banner", "is unreachable", timeout=TIMEOUT)
+    assert url in dash_duo.find_element("#runs-banner").text
+    assert dash_duo.get_logs() == []
