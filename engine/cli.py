@@ -65,7 +65,8 @@ def _cmd_results(args) -> int:
 
 def _cmd_demo(args) -> int:
     from .demo import run_demo
-    return run_demo(config_from(args), rate=args.rate, duration=args.duration, symbols=args.symbols)
+    return run_demo(config_from(args), rate=args.rate, duration=args.duration, symbols=args.symbols,
+                    ui_port=args.ui_port)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=int, default=50_000, help="messages/s per stream (default 50000)")
     p.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
     p.add_argument("--symbols", type=int, default=350)
+    p.add_argument("--ui-port", type=int, default=8050, help="dashboard port (default 8050)")
     p.set_defaults(func=_cmd_demo)
 
     from collector import influx_server

@@ -1,4 +1,4 @@
-"""The live demo: ingress, job and two senders on generated data, as separate processes."""
+"""The live demo: InfluxDB, ingress, job, dashboard and two senders on generated data."""
 from __future__ import annotations
 
 import logging
@@ -35,7 +35,8 @@ def _stop(procs: list[subprocess.Popen]) -> None:
             p.wait()
 
 
-def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, symbols: int = 350) -> int:
+def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, symbols: int = 350,
+             ui_port: int = 8050) -> int:
     """Run the demo until Ctrl-C (or `duration` seconds); print a status line every 2 s."""
     from .ingress import read_stats
     from .ingress_log import read_consumed, read_head
@@ -70,10 +71,12 @@ def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, sym
                             logs / "ingress.log", cfg))
         procs.append(_spawn(["job", "--master", cfg.master, "--shards", str(cfg.shards)],
                             logs / "job.log", cfg))
+        procs.append(_spawn(["ui", "--host", "127.0.0.1", "--port", str(ui_port)], logs / "ui.log", cfg))
         time.sleep(1.0)
         for port, f in ((cfg.nbbo_port, nbbo), (cfg.orders_port, orders)):
             procs.append(_spawn(["send", "--host", cfg.host, "--port", str(port), "--file", str(f),
                                  "--rate", str(rate), "--loop"], logs / f"send-{port}.log", cfg))
+        print(f"dashboard: http://127.0.0.1:{ui_port}/", flush=True)
         print(f"demo running: ingress {cfg.host}:{cfg.nbbo_port}/{cfg.orders_port}, "
               f"{rate} msgs/s per stream, logs in {logs}; Ctrl-C stops", flush=True)
         tail = ManifestTail(cfg.out_dir)
@@ -94,8 +97,8 @@ def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, sym
                   f"muted {'yes' if st.get('muted') else 'no'}", flush=True)
             prev_c, prev_t = c, now
     finally:
-        _stop(procs[2:])
-        _stop(procs[:2])
+        _stop(procs[3:])            # senders first, then ui, job and ingress
+        _stop(procs[:3])
         if influx is not None:
             influx.stop()
     return 0

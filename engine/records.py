@@ -35,6 +35,36 @@ def shard_of(symbol: np.ndarray, n_shards: int) -> np.ndarray:
     return ((h >> np.uint64(16)) % np.uint64(n_shards)).astype(np.int32)
 
 
+def _spark_hash_int(value: int, seed: int = 42) -> int:
+    """Spark's `hash()` of an int column (Murmur3 x86_32 `hashInt`, seed 42), as int32."""
+    m = 0xFFFFFFFF
+    rotl = lambda x, r: ((x << r) | (x >> (32 - r))) & m  # noqa: E731
+    k1 = rotl((value & m) * 0xCC9E2D51 & m, 15) * 0x1B873593 & m
+    h1 = (rotl(seed ^ k1, 13) * 5 + 0xE6546B64) & m
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & m
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & m
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def shard_keys(n_shards: int) -> list[int]:
+    """Return, per shard, the key whose Spark hash partition (of `n_shards`) is that shard.
+
+    Spark routes group keys to partitions by `pmod(hash(key), n)`; plain keys 0..n-1 can
+    collide (0 and 1 both land in partition 1 of 2), leaving a core idle. These keys put
+    shard k in partition k. Deterministic, so a restarted query keeps its state keys.
+    """
+    keys: dict[int, int] = {}
+    v = 0
+    while len(keys) < n_shards:
+        keys.setdefault(_spark_hash_int(v) % n_shards, v)
+        v += 1
+    return [keys[k] for k in range(n_shards)]
+
+
 def decode_events(rec: np.ndarray, first_seq: int) -> np.ndarray:
     """Decode (n, 64) log records into an `EVENT_DTYPE` array."""
     n = rec.shape[0]

@@ -84,6 +84,8 @@ class IngressStreamReader(DataSourceStreamReader):
         from .ingress_log import LogReader
         from .records import decode_events, split_by_shard
 
+        from .records import shard_keys
+        keys = shard_keys(self.n_shards)
         reader = LogReader(self.path)
         worker = None
         for a in range(partition.start, partition.end, BLOCK_RECORDS):
@@ -99,7 +101,7 @@ class IngressStreamReader(DataSourceStreamReader):
                 metrics = encode_samples(source_samples(ev, worker, time.time_ns()))
             blocks = split_by_shard(ev, self.n_shards)
             yield pa.RecordBatch.from_arrays(
-                [pa.array([k for k, _ in blocks], pa.int32()),
+                [pa.array([keys[k] for k, _ in blocks], pa.int32()),
                  pa.array([int(e["seq"][0]) for _, e in blocks], pa.int64()),
                  pa.array([len(e) for _, e in blocks], pa.int64()),
                  pa.array([e.tobytes() for _, e in blocks], pa.binary()),

@@ -161,3 +161,16 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(tmp_path):
     got = result_tuples(frames[np.argsort(side[:, 0], kind="stable")])
     assert kills == 3
     assert got == reference_results(msgs)
+
+
+def test_shard_keys_land_each_shard_in_its_own_spark_partition(spark):
+    """Spark hash-partitions group keys; each shard's key must own one partition."""
+    from engine.records import _spark_hash_int, shard_keys
+    rows = spark.sql("SELECT id, hash(CAST(id AS INT)) AS h FROM range(-50, 200)").collect()
+    assert all(_spark_hash_int(r.id) == r.h for r in rows)
+    for n in range(1, 9):
+        keys = shard_keys(n)
+        parts = [r.p for r in spark.sql(
+            f"SELECT pmod(hash(CAST(k AS INT)), {n}) AS p FROM VALUES {', '.join(f'({k})' for k in keys)} AS t(k)"
+        ).collect()]
+        assert parts == list(range(n))
