@@ -30,6 +30,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -196,10 +197,10 @@ class Proc:
 class Fleet:
     """The processes of one run; `stop_all` leaves none behind, whatever happened."""
 
-    def __init__(self, log_dir: Path, cwd: Path):
+    def __init__(self, log_dir: Path, cwd: Path, env: Mapping[str, str] | None = None):
         self.log_dir, self.cwd = log_dir, cwd
         self.procs: list[Proc] = []
-        self.env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONUNBUFFERED="1")
+        self.env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONUNBUFFERED": "1", **(env or {})}
 
     def spawn(self, name: str, args: list[str]) -> Proc:
         """Start `marketspread ARGS` in a new session, output to logs/<name>.log."""
@@ -331,10 +332,11 @@ def ensure_data(data_dir: Path, symbols: int, wide_share: float) -> tuple[Path, 
     return nbbo, orders
 
 
-def start_ingress(fleet: Fleet, run_dir: Path, cfg: BenchConfig) -> tuple[Proc, dict[str, int]]:
+def start_ingress(fleet: Fleet, run_dir: Path, cfg: BenchConfig,
+                  extra_args: Sequence[str] = ()) -> tuple[Proc, dict[str, int]]:
     """Start the ingress on free ports; return it and its ports once it listens."""
     ingress = fleet.spawn("ingress", ["ingress", "--state-dir", run_dir, "--nbbo-port", 0,
-                                      "--orders-port", 0, "--max-backlog", cfg.max_backlog])
+                                      "--orders-port", 0, "--max-backlog", cfg.max_backlog, *extra_args])
 
     def ports():
         st = read_stats(run_dir / "ingress")
@@ -342,12 +344,12 @@ def start_ingress(fleet: Fleet, run_dir: Path, cfg: BenchConfig) -> tuple[Proc, 
     return ingress, wait_until(ports, INGRESS_READY_TIMEOUT, "the ingress to listen", [ingress])
 
 
-def start_job(fleet: Fleet, run_dir: Path, cfg: BenchConfig) -> Proc:
+def start_job(fleet: Fleet, run_dir: Path, cfg: BenchConfig, extra_args: Sequence[str] = ()) -> Proc:
     """Start the Spark job; return once its query runs."""
     args = ["job", "--state-dir", run_dir, "--master", cfg.master, "--shards", cfg.shards]
     if cfg.max_rows_per_batch:
         args += ["--max-rows-per-batch", cfg.max_rows_per_batch]
-    job = fleet.spawn("job", args)
+    job = fleet.spawn("job", [*args, *extra_args])
     wait_until(lambda: "job started" in job.log_path.read_text(errors="replace"),
                JOB_READY_TIMEOUT, "the job to start its query", fleet.procs, interval=0.5)
     return job
@@ -569,18 +571,23 @@ def check_exactness(run_dir: Path, frames: np.ndarray, side: np.ndarray, drain_s
 
 # --------------------------------------------------------------------------- one mode
 
-def run_mode(cfg: BenchConfig, files: dict[str, Path], run_dir: Path) -> ModeResult:
-    """Start ingress, job and senders; measure; stop everything; compute the figures."""
+def run_mode(cfg: BenchConfig, files: dict[str, Path], run_dir: Path, *, extra_args: Sequence[str] = (),
+             env: Mapping[str, str] | None = None) -> ModeResult:
+    """Start ingress, job and senders; measure; stop everything; compute the figures.
+
+    `extra_args` go on the ingress's and the job's command lines (e.g. `--no-metrics`),
+    `env` into every process's environment (e.g. `MS_INFLUX_URL`).
+    """
     if run_dir.exists():
         shutil.rmtree(run_dir)
     (run_dir / "logs").mkdir(parents=True)
-    fleet = Fleet(run_dir / "logs", cwd=run_dir)
+    fleet = Fleet(run_dir / "logs", cwd=run_dir, env=env)
     log_dir = run_dir / "ingress"
     try:
         t0 = time.monotonic()
-        ingress, ports = start_ingress(fleet, run_dir, cfg)
+        ingress, ports = start_ingress(fleet, run_dir, cfg, extra_args)
         t1 = time.monotonic()
-        job = start_job(fleet, run_dir, cfg)
+        job = start_job(fleet, run_dir, cfg, extra_args)
         t2 = time.monotonic()
         offered = f"{cfg.rate:,} events/s" if cfg.rate else "unthrottled"
         print(f"e2e {cfg.mode}: ingress on {ports}, job ready in {t2 - t1:.1f} s; senders {offered}; "

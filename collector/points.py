@@ -17,8 +17,9 @@ def latency_point(ih: IntervalHistogram) -> Point:
     h = ih.hist
     fields: dict[str, int | float | str] = {"count": int(h.total_count), "hdr": encode(h),
                                             "min": int(h.min), "max": int(h.max), "mean": float(h.mean)}
+    values = h.percentiles([p for _, p in PERCENTILE_FIELDS])
     for name, p in PERCENTILE_FIELDS:
-        fields[name] = int(h.value_at_percentile(p))
+        fields[name] = int(values[p])
     for name, b in zip(BIN_FIELDS, ui_bins(h)):
         fields[name] = int(b.count)
     tags = {"run": ih.run, "pipeline": ih.pipeline, "step": ih.step, "worker": ih.worker}

@@ -43,7 +43,7 @@ class MetricsShipper:
     collector.testing's in-memory writer in unit tests).
     """
 
-    def __init__(self, out_dir: Path, run: str, writer, interval_s: float = 1.0, poll_s: float = 0.2):
+    def __init__(self, out_dir: Path, run: str, writer, interval_s: float = 1.0, poll_s: float = 0.5):
         self.out_dir = Path(out_dir)
         self.writer = writer
         self.poll_s = poll_s
@@ -59,8 +59,8 @@ class MetricsShipper:
         self._thread.start()
         return self
 
-    def ship_once(self) -> int:
-        """Read newly committed batches and hand their intervals on; return samples read."""
+    def ship_once(self, final: bool = False) -> int:
+        """Read newly committed batches and hand closed intervals on; return samples read."""
         n = 0
         manifests = self.tail.poll()
         for m in manifests:
@@ -68,7 +68,7 @@ class MetricsShipper:
                 for s in decode_samples(blob):
                     self.agg.add(s)
                     n += 1
-        points = [latency_point(ih) for ih in self.agg.drain(time.time_ns())]
+        points = [latency_point(ih) for ih in self.agg.drain(time.time_ns(), final)]
         if points:
             self.writer.add(points)
         if manifests:
@@ -94,4 +94,4 @@ class MetricsShipper:
         """Stop after shipping whatever is committed by now."""
         self._stop.set()
         self._thread.join(timeout=10)
-        self.ship_once()
+        self.ship_once(final=True)

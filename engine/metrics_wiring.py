@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from collector.aggregate import IntervalAggregator
-from collector.histogram import record_batch
+from collector.histogram import SparseCounts, bucket_indices
 from collector.influx import InfluxClient, InfluxConfig, InfluxWriter, Point
 from collector.points import latency_point
 from collector.samples import STEP_INGRESS, StepSample, worker_name
@@ -65,7 +65,9 @@ class IngressMetrics:
                 by_stream.setdefault(stream, []).append((commit_ns - ts, n))
         for stream, vals in by_stream.items():
             arr = np.array(vals, dtype=np.int64)
-            counts = record_batch(np.repeat(arr[:, 0], arr[:, 1]))
+            # One value per received chunk, weighted by its messages (not one per message).
+            idx, inv = np.unique(bucket_indices(arr[:, 0]), return_inverse=True)
+            counts = SparseCounts(idx.astype(np.int32), np.bincount(inv, weights=arr[:, 1]).astype(np.int64))
             self.agg.add(StepSample(stream, STEP_INGRESS, self.worker, last_commit, counts))
 
     def _status_point(self, now_ns: int) -> Point:
@@ -76,10 +78,10 @@ class IngressMetrics:
             "muted_seconds": float(st.muted_seconds), "mute_episodes": int(st.mute_episodes),
             "dropped_samples": int(self.dropped)}, now_ns - now_ns % 1_000_000_000)
 
-    def _tick(self) -> None:
+    def _tick(self, final: bool = False) -> None:
         self._drain_pending()
         now = time.time_ns()
-        points = [latency_point(ih) for ih in self.agg.drain(now)]
+        points = [latency_point(ih) for ih in self.agg.drain(now, final)]
         points.append(self._status_point(now))
         self.writer.add(points)
 
@@ -93,7 +95,7 @@ class IngressMetrics:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
-        self._tick()
+        self._tick(final=True)
 
 
 class IngressMutedShare:

@@ -101,7 +101,7 @@ def test_influxdb_outage_mid_run_loses_no_interval(spark, influxdb, metrics_env,
             for s in decode_samples(blob):
                 agg.add(s)
     want = Counter({(ih.start_ns, ih.step, ih.pipeline, ih.worker): ih.hist.total_count
-                    for ih in agg.drain(time.time_ns())})
+                    for ih in agg.drain(time.time_ns(), final=True)})
     res = metrics_env.query('SELECT "count" FROM latency WHERE "run" = $run AND "step" != \'ingress\' '
                             'GROUP BY "step", "pipeline", "worker"', params={"run": "outage"})
     got = Counter({(ts, s.tags["step"], s.tags["pipeline"], s.tags["worker"]): c
