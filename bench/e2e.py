@@ -742,12 +742,8 @@ def mode_configs(args: argparse.Namespace, state_dir: Path) -> list[BenchConfig]
     return {"throughput": [tp], "latency": [lat], "all": [tp, lat]}[args.mode]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the benchmark's argument parser."""
-    p = argparse.ArgumentParser(prog="bench/e2e.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("mode", choices=("throughput", "latency", "all"))
-    p.add_argument("--duration", type=float, default=60.0, help="seconds measured after the warm-up (60)")
-    p.add_argument("--warmup", type=float, help="seconds before measuring (throughput 20, latency 15)")
+def add_job_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the input, job and ingress flags every whole-path benchmark shares."""
     p.add_argument("--rate", type=int, default=50_000,
                    help="latency mode: offered events/s, split evenly over NBBO and orders (50000)")
     p.add_argument("--symbols", type=int, default=350)
@@ -757,6 +753,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-rows-per-batch", type=int, help="job's largest micro-batch (default: the job's)")
     p.add_argument("--max-backlog", type=int, default=1_000_000,
                    help="records behind the job before the ingress mutes (1000000)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the benchmark's argument parser."""
+    p = argparse.ArgumentParser(prog="bench/e2e.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("mode", choices=("throughput", "latency", "all"))
+    p.add_argument("--duration", type=float, default=60.0, help="seconds measured after the warm-up (60)")
+    p.add_argument("--warmup", type=float, help="seconds before measuring (throughput 20, latency 15)")
+    add_job_arguments(p)
     p.add_argument("--state-dir", type=Path, help="where input, logs and results go (default: a temp folder)")
     p.add_argument("--keep", action="store_true", help="keep the state dir afterwards")
     return p

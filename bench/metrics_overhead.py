@@ -376,15 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pairs", type=int, default=3, help="off/on pairs per mode (3)")
     p.add_argument("--duration", type=float, default=30.0, help="seconds measured after the warm-up (30)")
     p.add_argument("--warmup", type=float, help="seconds before measuring, both modes (20)")
-    p.add_argument("--rate", type=int, default=50_000,
-                   help="latency mode: offered events/s, split evenly over NBBO and orders (50000)")
-    p.add_argument("--symbols", type=int, default=350)
-    p.add_argument("--wide-share", type=float, default=0.1)
-    p.add_argument("--master", default="local[*]")
-    p.add_argument("--shards", type=int, default=2)
-    p.add_argument("--max-rows-per-batch", type=int, help="job's largest micro-batch (default: the job's)")
-    p.add_argument("--max-backlog", type=int, default=1_000_000,
-                   help="records behind the job before the ingress mutes (1000000)")
+    e2e.add_job_arguments(p)
     p.add_argument("--state-dir", type=Path, help="where input, InfluxDB and runs go (default: a temp folder)")
     p.add_argument("--keep", action="store_true", help="keep every run's folder and the InfluxDB data")
     return p
