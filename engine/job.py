@@ -39,14 +39,14 @@ def make_check_market_data(metrics: bool = True):
         if metrics:
             from pyspark import TaskContext
 
-            from collector.samples import decode_samples, encode_samples, worker_name
+            from collector.samples import encode_samples, worker_name
 
             from .step_metrics import state_samples
-            carried = [x for m in blocks["metrics"] if m for x in decode_samples(m)]
             ctx = TaskContext.get()
             own = state_samples(ev, out.rows, worker_name(ctx.partitionId() if ctx else None),
                                 t0, time.time_ns())
-            samples = encode_samples(carried + own)
+            # Samples are JSON lines: the read tasks' pass on as they are, no decode/encode.
+            samples = b"\n".join([m for m in blocks["metrics"] if m] + [encode_samples(own)])
         if frames or samples:
             yield pd.DataFrame({"shard": [int(key[0])],
                                 "first_seq": [int(ev["seq"][out.rows[0]]) if len(out.rows) else -1],

@@ -14,7 +14,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from .ingress_log import write_consumed
 
 
-def end_offset(progress, source_prefix: str = "PythonMicroBatchStream") -> int | None:
+def end_offset(progress) -> int | None:
     """Return the ingress source's end offset from a progress object, if present."""
     for src in progress.sources:
         raw = src.endOffset

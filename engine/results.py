@@ -69,11 +69,6 @@ def read_committed(out_dir: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
             np.frombuffer(b"".join(sides), dtype="<i8").reshape(-1, 2))
 
 
-def committed_count(out_dir: str | os.PathLike) -> int:
-    """Return the number of committed result records."""
-    return sum(m["count"] for m in manifests(out_dir))
-
-
 class ManifestTail:
     """Follow committed batches in order, reading each manifest once.
 
