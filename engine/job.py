@@ -79,13 +79,10 @@ def make_check_market_data(out_dir: str, log_dir: str, origin: int, metrics: boo
 
             from collector.samples import encode_samples, worker_name
 
-            from .step_metrics import sink_samples, source_samples, state_samples
+            from .step_metrics import task_samples
             ctx = TaskContext.get()
-            worker = worker_name(ctx.partitionId() if ctx else None)
-            own = source_samples(ev, worker, t0) + state_samples(ev, out.rows, worker, t0, t1)
-            if len(out.rows):
-                own += sink_samples(ev["ingest_ns"][out.rows], worker, t1, written)
-            samples = encode_samples(own)
+            samples = encode_samples(task_samples(ev, out.rows, worker_name(ctx.partitionId() if ctx else None),
+                                                  t0, t1, written))
         yield pd.DataFrame({"k": [k], "part": [part], "count": [len(out.rows)], "first_seq": [first_seq],
                             "upto": [chain.upto], "waiting": [len(chain.waiting)], "events": [len(ev)],
                             "head": [read_head(log_dir)], "metrics": [samples]})
