@@ -33,6 +33,10 @@ LAYOUT = "_layout.json"              # hidden from Spark (leading underscore)
 DEFAULT_INTERVAL_S = 0.02
 MAX_CHUNK_RECORDS = 65_536           # per cut, all shards together
 GC_INTERVAL_S = 1.0
+# While the job lags by more than this many records, cut 10x less often: a batch that
+# catches up then reads tens of files, not thousands (each costs Spark a little).
+LAG_RECORDS = 100_000
+LAG_FACTOR = 10
 
 
 def chunk_dir(log_dir: str | os.PathLike) -> Path:
@@ -111,7 +115,10 @@ class ChunkWriter:
     def tick(self, consumed: int | None = None) -> None:
         """Cut if the interval has passed; now and then delete chunks the job committed."""
         now = time.monotonic()
-        if self._pending and now - self._last_cut >= self.interval_s:
+        interval = self.interval_s
+        if consumed is not None and self.chunked - consumed > LAG_RECORDS:
+            interval *= LAG_FACTOR
+        if self._pending and now - self._last_cut >= interval:
             self.flush()
         if consumed is not None and now >= self._next_gc:
             self._next_gc = now + GC_INTERVAL_S
