@@ -2,12 +2,19 @@
 
 The job reads the ingress through Spark's JVM `binaryFile` stream source instead of a
 Python data source: a micro-batch then needs no Python worker to read, which measured
-~200 ms per batch against ~350 ms (bench/README.md). Every `interval_s` the writer cuts
-what the log has made durable since the last cut, [a, b), into one file per shard,
+~200 ms per batch against ~350 ms (bench/README.md). The writer cuts what the log has
+made durable since the last cut, [a, b), into one file per shard,
 `chunks/<a>-<b>.s<k>.ev`, holding that shard's records in seq order (`CHUNK_DTYPE`),
 and writes one file for *every* shard, empty ones included, so each shard's chunks form
 an unbroken chain of ranges. The stateful task applies a shard's chunks only along that
 chain (`ChunkChain`): a directory listing that misses a file does not reorder events.
+
+Cuts happen *on demand*: as soon as the job has taken every cut so far (its `position`,
+written after each batch), so each micro-batch reads one cut; while it is busy nothing
+is cut (a cut made mid-batch would only make the next batch start with stale data).
+Spark's file source keeps one log entry per file it ever read, so few files per batch
+also keep that log small. A cut is forced at `max_records` pending, and while the job
+lags by more than `LAG_RECORDS` every `interval_s`.
 
 Chunks are derived data. `chunked` (u64) says how far the log has been cut; a writer
 reopened after a crash re-cuts [chunked, head) from the log, under the same names. Files
@@ -30,13 +37,11 @@ CHUNK_DIR = "chunks"
 CHUNK_GLOB = "*.ev"
 CHUNK_RE = re.compile(r"(\d{20})-(\d{20})\.s(\d+)\.ev$")
 LAYOUT = "_layout.json"              # hidden from Spark (leading underscore)
-DEFAULT_INTERVAL_S = 0.02
+DEFAULT_INTERVAL_S = 0.25
 MAX_CHUNK_RECORDS = 65_536           # per cut, all shards together
 GC_INTERVAL_S = 1.0
-# While the job lags by more than this many records, cut 10x less often: a batch that
-# catches up then reads tens of files, not thousands (each costs Spark a little).
+# While the job lags by more than this many records, cut every `interval_s` regardless.
 LAG_RECORDS = 100_000
-LAG_FACTOR = 10
 
 
 def chunk_dir(log_dir: str | os.PathLike) -> Path:
@@ -57,6 +62,17 @@ def read_chunked(log_dir: str | os.PathLike) -> int:
     """Return how far the log has been cut into chunks."""
     from .ingress_log import _read_u64
     return _read_u64(Path(log_dir) / "chunked")
+
+
+def read_position(log_dir: str | os.PathLike) -> int:
+    """Return how far the job has taken chunks (written after each batch, before Spark's commit)."""
+    from .ingress_log import _read_u64
+    return _read_u64(Path(log_dir) / "position")
+
+
+def write_position(log_dir: str | os.PathLike, value: int) -> None:
+    from .ingress_log import _write_u64
+    _write_u64(Path(log_dir) / "position", value)
 
 
 def chunk_origin(log_dir: str | os.PathLike) -> int:
@@ -112,14 +128,15 @@ class ChunkWriter:
         if self._pending_n >= self.max_records:
             self.flush()
 
-    def tick(self, consumed: int | None = None) -> None:
-        """Cut if the interval has passed; now and then delete chunks the job committed."""
+    def tick(self, consumed: int | None = None, position: int | None = None) -> None:
+        """Cut when the job has taken every cut (or it lags, see the module doc); now and
+        then delete chunks the job committed."""
         now = time.monotonic()
-        interval = self.interval_s
-        if consumed is not None and self.chunked - consumed > LAG_RECORDS:
-            interval *= LAG_FACTOR
-        if self._pending and now - self._last_cut >= interval:
-            self.flush()
+        if self._pending:
+            position = read_position(self.log_dir) if position is None else position
+            lag = self.chunked + self._pending_n - position
+            if position >= self.chunked or (lag > LAG_RECORDS and now - self._last_cut >= self.interval_s):
+                self.flush()
         if consumed is not None and now >= self._next_gc:
             self._next_gc = now + GC_INTERVAL_S
             self.collect_garbage(consumed)

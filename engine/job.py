@@ -19,7 +19,8 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from .chunks import CHUNK_GLOB, Chunk, ChunkChain, check_layout, chunk_dir, chunk_events, chunk_origin
+from .chunks import (CHUNK_GLOB, Chunk, ChunkChain, check_layout, chunk_dir, chunk_events, chunk_origin,
+                     write_position)
 from .config import Config
 from .ingress_log import read_head
 from .progress import ConsumedOffsetListener
@@ -97,8 +98,9 @@ class BatchCommitter:
     batch's `consumed`, published by `ConsumedOffsetListener` once Spark has committed it.
     """
 
-    def __init__(self, out_dir: str, shards: int, origin: int):
+    def __init__(self, out_dir: str, log_dir: str, shards: int, origin: int):
         self.out_dir = out_dir
+        self.log_dir = log_dir
         prev = last_manifest(out_dir)
         have = {int(k): int(v) for k, v in (prev or {}).get("upto", {}).items()}
         self.upto = {k: have.get(k, origin) for k in range(shards)}
@@ -115,6 +117,7 @@ class BatchCommitter:
                     "consumed": min(self.upto.values()),
                     "metrics": [r["metrics"].decode() for r in rows if r["metrics"]]}
         write_manifest(self.out_dir, batch_id, manifest)
+        write_position(self.log_dir, manifest["consumed"])      # the ingress cuts the next chunk now
         self._watch_waiting(sum(r["waiting"] for r in rows))
 
     def _watch_waiting(self, waiting: int) -> None:
@@ -156,7 +159,7 @@ def start_query(spark, cfg: Config):
         OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout)
     results = results.observe(OBSERVATION, F.sum("events").alias("events"),
                               F.min("upto").alias("end_seq"), F.max("head").alias("latest_seq"))
-    query = (results.writeStream.foreachBatch(BatchCommitter(str(cfg.out_dir), cfg.shards, origin))
+    query = (results.writeStream.foreachBatch(BatchCommitter(str(cfg.out_dir), str(cfg.log_dir), cfg.shards, origin))
              .option("checkpointLocation", str(cfg.checkpoint_dir))
              .queryName(QUERY_NAME)
              .trigger(processingTime=f"{cfg.trigger_ms} milliseconds")
