@@ -44,6 +44,12 @@ def _java() -> str:
     return java
 
 
+def _scala_version() -> str:
+    """The Scala version of the bundled jars: a worker's executor launcher needs it without a build tree."""
+    core = next((SPARK_HOME / "jars").glob("spark-core_*.jar"))
+    return core.name.split("_")[1].split("-")[0]
+
+
 def _send_acknowledged(port: int, path: Path) -> None:
     with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
         s.sendall(path.read_bytes())
@@ -59,7 +65,7 @@ def cluster(tmp_path):
     java = _java()
     fleet = fleet_for(tmp_path / "cluster")
     env = {**fleet.env, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYTHONPATH": str(ROOT)}
+           "SPARK_SCALA_VERSION": _scala_version(), "PYTHONPATH": str(ROOT)}
     cp = f"{SPARK_HOME / 'jars'}/*"
     port, ui = free_port(), free_port()
 

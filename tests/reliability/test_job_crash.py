@@ -23,7 +23,7 @@ from .harness import (check_exact, drain, fleet_for, kill_session, log_tail, sta
                       start_sender, stop_gracefully, wait_until)
 
 KILLS = 3
-RATE = 2_000           # messages/s per stream: a load the job keeps up with on a busy 2-core machine
+RATE = 1_000           # messages/s per stream: the job keeps up even on a busy 2-core machine
 
 
 def _manifest_intervals(out_dir, run: str) -> Counter:
