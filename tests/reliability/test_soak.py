@@ -1,4 +1,4 @@
-"""A short soak (bench/soak.py's run and verdict, ~75 s of steady load): nothing grows.
+"""A short soak (bench/soak.py's run and verdict, 90 s of steady load): nothing grows.
 
 The 10-minute figures come from `bench/soak.py`; this checks the same properties over a
 shorter window with tolerances wide enough not to depend on the machine's timing:
@@ -16,8 +16,8 @@ from .harness import ROOT
 sys.path.insert(0, str(ROOT / "bench"))
 import soak  # noqa: E402
 
-DURATION, WARMUP, EVERY = 75.0, 25.0, 2.5
-LOOSE = soak.Tolerance(rss_ratio=0.25, rss_slack_bytes=128 << 20, fd_slack=6, thread_slack=12)
+DURATION, WARMUP, EVERY = 90.0, 45.0, 2.5    # the JVM adds pool threads for its first ~40 s
+LOOSE = soak.Tolerance(rss_ratio=0.25, rss_slack_bytes=128 << 20, fd_slack=6, thread_slack=24)
 
 
 def test_verdict_flags_growth_and_passes_flat_series():
