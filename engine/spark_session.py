@@ -34,6 +34,11 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
         "spark.sql.files.openCostInBytes": "1",
         "spark.sql.files.maxPartitionBytes": str(1 << 30),
     }
+    if master.startswith("local") and not os.environ.get("SPARK_LOCAL_IP"):
+        # Spark binds the driver to the host's first non-loopback address by default;
+        # on one machine nothing outside needs to reach it. (A cluster's executors must:
+        # there the driver's address is the user's choice, SPARK_LOCAL_IP or spark.driver.host.)
+        conf["spark.driver.bindAddress"] = conf["spark.driver.host"] = "127.0.0.1"
     conf.update(extra or {})
     builder = SparkSession.builder.master(master).appName(app_name)
     for k, v in conf.items():

@@ -1,0 +1,293 @@
+"""Soak: a steady load for 10 minutes; memory, files, threads and state must stay flat.
+
+    python bench/soak.py [--duration 600] [--rate 20000] [--every 5] [--warmup 60]
+
+e2e.py's whole path (`marketspread ingress`, `marketspread job` with metrics on to a real
+InfluxDB on a free loopback port, two looping senders at `--rate` events/s in all) runs
+for `--duration` s. Every `--every` s it records, per process group (the ingress, the
+job's driver, its JVM, its Python workers together, each sender): resident memory, open
+file descriptors and threads from /proc; and the job's state (rows and memory from
+Spark's progress, as the listener writes them to InfluxDB's `spark_progress`; files and
+bytes of the checkpoint's state folder).
+
+Verdict (after the warm-up; the window is cut in thirds and the last compared with the
+first): memory flat (median RSS of the last third within 15 % + 64 MiB of the first),
+open files and threads not growing (max of the last third within a small slack of the
+first), state rows bounded (never above the shard count: one row per shard holds that
+shard's symbols) and state memory flat. Writes bench/results/soak-<UTC>.json and
+prints the verdict; exit 1 only if the run broke, never on a figure.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+import e2e  # noqa: E402  (also puts the project root on sys.path)
+from collector.influx import InfluxClient, InfluxConfig  # noqa: E402
+from collector.influx_server import InfluxServer  # noqa: E402
+from engine.ingress_log import read_consumed, read_head  # noqa: E402
+
+DB = "soak"
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How much a figure may move between the first and the last third of the window."""
+    rss_ratio: float = 0.15
+    rss_slack_bytes: int = 64 << 20
+    fd_slack: int = 4
+    thread_slack: int = 8
+
+
+@dataclass(frozen=True)
+class GroupSample:
+    """One process group at one moment."""
+    processes: int
+    rss_bytes: int
+    fds: int
+    threads: int
+
+
+@dataclass(frozen=True)
+class SoakSample:
+    """Everything recorded at one moment."""
+    t: float
+    consumed: int
+    head: int
+    groups: dict[str, GroupSample]
+    state_rows: int | None
+    state_memory_bytes: int | None
+    state_files: int
+    state_bytes: int
+
+
+def _proc_figures(pid: int) -> tuple[int, int, int] | None:
+    """(rss bytes, open fds, threads) of one process, None if it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        fds = len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+    vals = {ln.split(":")[0]: ln.split()[1] for ln in status if ln.startswith(("VmRSS:", "Threads:"))}
+    return int(vals.get("VmRSS", 0)) * 1024, fds, int(vals.get("Threads", 0))
+
+
+def _role(pid: int, leader: int) -> str:
+    if pid == leader:
+        return "driver"
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return "other"
+    return "jvm" if exe.endswith("/java") else "python-workers"
+
+
+def group_samples(procs: list[e2e.Proc]) -> dict[str, GroupSample]:
+    """Per process group: the ingress and senders as they are, the job split into driver, JVM, workers."""
+    acc: dict[str, list[tuple[int, int, int]]] = {}
+    for p in procs:
+        for pid in e2e.session_members(p.popen.pid):
+            name = p.name if p.name != "job" else f"job-{_role(pid, p.popen.pid)}"
+            if p.name != "job" and pid != p.popen.pid:
+                continue
+            fig = _proc_figures(pid)
+            if fig is not None:
+                acc.setdefault(name, []).append(fig)
+    return {name: GroupSample(len(v), sum(f[0] for f in v), sum(f[1] for f in v), sum(f[2] for f in v))
+            for name, v in acc.items()}
+
+
+def state_on_disk(checkpoint: Path) -> tuple[int, int]:
+    """Files and bytes under the checkpoint's state folder."""
+    files = [p for p in (checkpoint / "state").rglob("*") if p.is_file()] if (checkpoint / "state").is_dir() else []
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def spark_state(client: InfluxClient | None, run: str | None) -> tuple[int | None, int | None]:
+    """The last state rows and memory Spark reported (the listener's `spark_progress` points)."""
+    if client is None or run is None:
+        return None, None
+    try:
+        res = client.query('SELECT last("state_rows"), last("state_memory_bytes") FROM "spark_progress" '
+                           'WHERE "run" = $run', params={"run": run})
+    except Exception:          # a figure missing now and then is not a failure of the run
+        return None, None
+    if not res or not res[0].values:
+        return None, None
+    _, rows, mem = res[0].values[0]
+    return (int(rows) if rows is not None else None), (int(mem) if mem is not None else None)
+
+
+def take(t: float, run_dir: Path, procs: list[e2e.Proc], client: InfluxClient | None) -> SoakSample:
+    """Record one sample of the run."""
+    log_dir = run_dir / "ingress"
+    run_file = run_dir / "run_id"
+    rows, mem = spark_state(client, run_file.read_text().strip() if run_file.exists() else None)
+    files, size = state_on_disk(run_dir / "checkpoint")
+    return SoakSample(round(t, 2), read_consumed(log_dir), read_head(log_dir), group_samples(procs),
+                      rows, mem, files, size)
+
+
+# --------------------------------------------------------------------------- verdict (pure)
+
+def _thirds(values: list[float]) -> tuple[list[float], list[float]]:
+    k = max(1, len(values) // 3)
+    return values[:k], values[-k:]
+
+
+def verdict(samples: list[SoakSample], warmup: float, shards: int, tol: Tolerance = Tolerance()) -> dict:
+    """Judge the samples after the warm-up: per group and for the state, flat or growing, and why."""
+    win = [s for s in samples if s.t >= warmup]
+    checks: dict[str, dict] = {}
+    if len(win) < 6:
+        return {"ok": False, "checks": {}, "reason": f"only {len(win)} samples after the warm-up"}
+    names = sorted({n for s in win for n in s.groups})
+    for name in names:
+        series = [s.groups[name] for s in win if name in s.groups]
+        if len(series) < 6:
+            continue
+        first, last = _thirds([g.rss_bytes for g in series])
+        rss_limit = np.median(first) * (1 + tol.rss_ratio) + tol.rss_slack_bytes
+        f_fd, l_fd = _thirds([g.fds for g in series])
+        f_th, l_th = _thirds([g.threads for g in series])
+        t = np.array([s.t for s in win if name in s.groups]) / 60
+        slope = float(np.polyfit(t, [g.rss_bytes / 2**20 for g in series], 1)[0]) if len(t) > 1 else 0.0
+        checks[name] = {
+            "rss_first_mib": round(float(np.median(first)) / 2**20, 1),
+            "rss_last_mib": round(float(np.median(last)) / 2**20, 1),
+            "rss_slope_mib_per_min": round(slope, 2),
+            "rss_flat": bool(np.median(last) <= rss_limit),
+            "fds_first_max": int(max(f_fd)), "fds_last_max": int(max(l_fd)),
+            "fds_flat": bool(max(l_fd) <= max(f_fd) + tol.fd_slack),
+            "threads_first_max": int(max(f_th)), "threads_last_max": int(max(l_th)),
+            "threads_flat": bool(max(l_th) <= max(f_th) + tol.thread_slack),
+        }
+        checks[name]["ok"] = checks[name]["rss_flat"] and checks[name]["fds_flat"] and checks[name]["threads_flat"]
+    rows = [s.state_rows for s in win if s.state_rows is not None]
+    mem = [s.state_memory_bytes for s in win if s.state_memory_bytes is not None]
+    st = {"rows_max": max(rows) if rows else None, "rows_bounded": bool(rows) and max(rows) <= shards}
+    if len(mem) >= 6:
+        fm, lm = _thirds(mem)
+        st.update(memory_first=int(np.median(fm)), memory_last=int(np.median(lm)),
+                  memory_flat=bool(np.median(lm) <= np.median(fm) * (1 + tol.rss_ratio) + (1 << 20)))
+    else:
+        st["memory_flat"] = False
+    files = [s.state_files for s in win]
+    ff, lf = _thirds(files)
+    st.update(files_first_max=max(ff), files_last_max=max(lf))
+    st["ok"] = st["rows_bounded"] and st["memory_flat"]
+    checks["state"] = st
+    return {"ok": all(c["ok"] for c in checks.values()), "checks": checks}
+
+
+def format_verdict(v: dict) -> str:
+    """One line per group and one for the state."""
+    lines = [f"soak verdict: {'FLAT' if v['ok'] else 'GROWING (see below)'}"]
+    for name, c in v.get("checks", {}).items():
+        if name == "state":
+            lines.append(f"  state: rows max {c['rows_max']} (bounded: {c['rows_bounded']}), memory "
+                         f"{c.get('memory_first')} -> {c.get('memory_last')} B (flat: {c['memory_flat']}), "
+                         f"checkpoint state files max {c['files_first_max']} -> {c['files_last_max']}")
+            continue
+        lines.append(f"  {name:18s} RSS {c['rss_first_mib']:7.1f} -> {c['rss_last_mib']:7.1f} MiB "
+                     f"({c['rss_slope_mib_per_min']:+.2f} MiB/min)  fds {c['fds_first_max']} -> "
+                     f"{c['fds_last_max']}  threads {c['threads_first_max']} -> {c['threads_last_max']}  "
+                     f"{'ok' if c['ok'] else 'GROWING'}")
+    return "\n".join(lines + ([v["reason"]] if "reason" in v else []))
+
+
+# --------------------------------------------------------------------------- the run
+
+def run_soak(state_dir: Path, duration: float, rate: int, every: float, shards: int = 2,
+             master: str = "local[*]", symbols: int = 350, env: dict[str, str] | None = None,
+             progress: bool = True) -> list[SoakSample]:
+    """Run the whole path at `rate` for `duration` s, sampling every `every` s; return the samples.
+
+    The samples start at the job's first commit. InfluxDB is started here (free port).
+    """
+    influx = InfluxServer(state_dir / "influx", port=0, db=DB)
+    influx.start()
+    client = InfluxClient(InfluxConfig(url=influx.url, db=DB))
+    nbbo, orders = e2e.ensure_data(state_dir / "data", symbols, 0.1)
+    run_dir = state_dir / "run"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    (run_dir / "logs").mkdir(parents=True)
+    fleet = e2e.Fleet(run_dir / "logs", cwd=run_dir,
+                      env={"MS_INFLUX_URL": influx.url, "MS_INFLUX_DB": DB, "MS_METRICS": "true", **(env or {})})
+    cfg = e2e.BenchConfig(mode="latency", duration=duration, warmup=0, rate=rate, symbols=symbols,
+                          wide_share=0.1, master=master, shards=shards, max_rows_per_batch=None,
+                          max_backlog=1_000_000, state_dir=str(state_dir))
+    samples: list[SoakSample] = []
+    try:
+        ingress, ports = e2e.start_ingress(fleet, run_dir, cfg)
+        job = e2e.start_job(fleet, run_dir, cfg)
+        e2e.start_senders(fleet, ports, {"nbbo": nbbo, "orders": orders}, rate)
+        e2e.wait_until(lambda: read_consumed(run_dir / "ingress") > 0, e2e.JOB_READY_TIMEOUT,
+                       "the first commit", fleet.procs)
+        t0 = time.monotonic()
+        for k in range(int(duration / every) + 1):
+            time.sleep(max(0.0, t0 + k * every - time.monotonic()))
+            e2e.check_alive(fleet.procs)
+            s = take(time.monotonic() - t0, run_dir, fleet.procs, client)
+            samples.append(s)
+            if progress and k % max(1, int(30 / every)) == 0:
+                mem = ", ".join(f"{n} {g.rss_bytes / 2**20:.0f} MiB" for n, g in sorted(s.groups.items()))
+                print(f"[{s.t:5.0f} s] consumed {s.consumed:,} backlog {s.head - s.consumed:,}; {mem}; "
+                      f"state rows {s.state_rows}", flush=True)
+        fleet.stop(job, timeout=e2e.JOB_STOP_TIMEOUT, leader_only=True)
+    finally:
+        with e2e.signals_ignored():
+            fleet.stop_all()
+        client.close()
+        influx.stop()
+    return samples
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench/soak.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--duration", type=float, default=600.0, help="seconds of steady load (600)")
+    p.add_argument("--rate", type=int, default=20_000, help="events/s over both streams (20000)")
+    p.add_argument("--every", type=float, default=5.0, help="seconds between samples (5)")
+    p.add_argument("--warmup", type=float, default=60.0, help="seconds left out of the verdict (60)")
+    p.add_argument("--master", default="local[*]")
+    p.add_argument("--shards", type=int, default=2)
+    p.add_argument("--state-dir", type=Path, help="default: a temporary folder, removed afterwards")
+    args = p.parse_args(argv)
+    temp = args.state_dir is None
+    state_dir = Path(tempfile.mkdtemp(prefix="ms-soak-")) if temp else args.state_dir
+    machine, git = e2e.machine_info(), e2e.git_info()
+    try:
+        samples = run_soak(state_dir, args.duration, args.rate, args.every, args.shards, args.master)
+    except (RuntimeError, TimeoutError) as e:
+        print(f"soak: the run broke: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if temp:
+            shutil.rmtree(state_dir, ignore_errors=True)
+    v = verdict(samples, args.warmup, args.shards)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    e2e.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = e2e.RESULTS_DIR / "soak.json"
+    doc = {"benchmark": "soak", "utc": stamp, "command": shlex.join([sys.executable, *sys.argv]),
+           "settings": vars(args), "git": git, "machine": dict(machine, loadavg_at_end=list(os.getloadavg())),
+           "tolerance": asdict(Tolerance()), "verdict": v, "samples": [asdict(s) for s in samples]}
+    path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    print(format_verdict(v) + f"\n-> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""Scale-out: the job on a real Spark standalone cluster (a master, two workers) equals local[*].
+
+The cluster comes from the PySpark distribution's own launch classes, on loopback only:
+
+    java -cp "$SPARK_HOME/jars/*" org.apache.spark.deploy.master.Master --host 127.0.0.1 ...
+    java -cp "$SPARK_HOME/jars/*" org.apache.spark.deploy.worker.Worker spark://127.0.0.1:P ...
+
+with SPARK_HOME the pyspark package folder. The job runs as a user runs it on a cluster:
+`marketspread ingress`, then `marketspread job --master spark://127.0.0.1:P` (executors in
+the workers read the ingress log and write the results; on one machine every executor
+sees the same files). The same input through `marketspread replay --master local[*]`
+must give the same results, and both must equal the reference.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from engine.fixish import read_results
+from engine.results import read_committed, result_tuples
+from engine.tools.generate import generate
+
+from .harness import (ROOT, Proc, check_exact, drain, fleet_for, free_port, is_loopback, listening_sockets,
+                      log_tail, start_ingress, start_job, stop_gracefully, wait_until)
+
+SPARK_HOME = Path(pyspark.__file__).resolve().parent
+WORKERS = 2
+
+
+def _java() -> str:
+    java = shutil.which("java")
+    if java is None:
+        msg = "java is not installed (scripts/setup installs Java 17)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)               # in CI a missing JVM is a set-up bug, never a skip
+        pytest.skip(msg)
+    return java
+
+
+def _scala_version() -> str:
+    """The Scala version of the bundled jars: a worker's executor launcher needs it without a build tree."""
+    core = next((SPARK_HOME / "jars").glob("spark-core_*.jar"))
+    return core.name.split("_")[1].split("-")[0]
+
+
+def _send_acknowledged(port: int, path: Path) -> None:
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        s.sendall(path.read_bytes())
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(120)
+        while s.recv(4096):
+            pass
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """A standalone master and two 1-core workers on 127.0.0.1; yields the master URL."""
+    java = _java()
+    fleet = fleet_for(tmp_path / "cluster")
+    env = {**fleet.env, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_SCALA_VERSION": _scala_version(), "PYTHONPATH": str(ROOT)}
+    cp = f"{SPARK_HOME / 'jars'}/*"
+    port, ui = free_port(), free_port()
+
+    def launch(name, args):
+        log = fleet.log_dir / f"{name}.log"
+        with open(log, "ab") as out:
+            p = subprocess.Popen([java, "-Xmx512m", "-cp", cp, *args], cwd=tmp_path, env=env,
+                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+        fleet.procs.append(Proc(name, p, log))
+        return fleet.procs[-1]
+
+    try:
+        master = launch("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                   "--port", str(port), "--webui-port", str(ui)])
+        url = f"spark://127.0.0.1:{port}"
+        wait_until(lambda: "I have been elected leader" in master.log_path.read_text(errors="replace"),
+                   60, "the master", [master])
+        workers = [launch(f"worker-{i}", ["org.apache.spark.deploy.worker.Worker", url, "--cores", "1",
+                                          "--memory", "1g", "--host", "127.0.0.1", "--webui-port",
+                                          str(free_port()), "--work-dir", str(tmp_path / f"work-{i}")])
+                   for i in range(WORKERS)]
+        wait_until(lambda: master.log_path.read_text(errors="replace").count("Registering worker") >= WORKERS,
+                   90, "both workers to register", [master, *workers])
+        yield url, master, workers
+    finally:
+        fleet.stop_all()
+
+
+def test_job_on_a_standalone_cluster_equals_local(cluster, tmp_path):
+    url, master, workers = cluster
+    for p in (master, *workers):                       # the cluster itself listens on loopback only
+        socks = listening_sockets(p.popen.pid)
+        assert socks and all(is_loopback(a) for a, _ in socks), (p.name, socks)
+    data = tmp_path / "data"
+    data.mkdir()
+    nbbo, orders = data / "nbbo.msg", data / "orders.msg"
+    generate(nbbo, orders, symbols=350, nbbo=50_000, orders=50_000, wide_share=0.2, seed=31)
+
+    state = tmp_path / "state"
+    fleet = fleet_for(tmp_path / "run", {"SPARK_LOCAL_IP": "127.0.0.1"})
+    try:
+        ingress, ports = start_ingress(fleet, state, "--no-metrics")
+        job = start_job(fleet, state, "--no-metrics", "--max-rows-per-batch", 25_000, master=url)
+        assert "app-" in master.log_path.read_text(), "the job did not register with the master"
+        _send_acknowledged(ports["nbbo"], nbbo)         # all quotes first, as replay does
+        _send_acknowledged(ports["orders"], orders)
+        assert stop_gracefully(fleet, ingress, 30) == 0
+        drain(state, job, 180)
+        assert stop_gracefully(fleet, job) == 0, log_tail(job.log_path)
+        executors = [p for w in range(WORKERS) for p in (tmp_path / f"work-{w}").glob("app-*/*/stderr")]
+        assert len(executors) >= WORKERS, "the job did not run executors on both workers"
+
+        local_out = tmp_path / "local.msg"
+        r = subprocess.run([sys.executable, "-m", "engine", "replay", "--state-dir", tmp_path / "local",
+                            "--master", "local[*]", "--no-metrics", "--nbbo", nbbo, "--orders", orders,
+                            "--out", local_out], cwd=ROOT, env=fleet.env, capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+    finally:
+        fleet.stop_all()
+
+    ex = check_exact(state)
+    assert ex.exact, ex
+    frames, side = read_committed(state / "results")
+    on_cluster = result_tuples(frames[side[:, 0].argsort(kind="stable")])
+    local = [tuple(r[:8]) for r in read_results(local_out.read_bytes())]
+    print(f"\nFIGURES cluster: {ex.logged} events, {len(on_cluster)} results on {url} "
+          f"({WORKERS} workers), {len(local)} on local[*]")
+    assert len(local) == ex.expected > 1000
+    assert on_cluster == local

@@ -1,0 +1,61 @@
+"""Servers bind to loopback by default: the ingress and the project's InfluxDB."""
+from __future__ import annotations
+
+from collector.influx_server import InfluxServer
+from engine.cli import build_parser, config_from
+from engine.config import Config
+
+from .harness import (fleet_for, is_loopback, listening_sockets, session_members, start_ingress, start_job,
+                      stop_gracefully)
+
+
+def test_ingress_defaults_to_loopback_in_config_and_command_line(monkeypatch):
+    monkeypatch.delenv("MS_HOST", raising=False)
+    assert Config().host == "127.0.0.1"
+    assert Config.from_env(environ={}).host == "127.0.0.1"
+    assert config_from(build_parser().parse_args(["ingress"])).host == "127.0.0.1"
+
+
+def test_running_ingress_listens_on_loopback_only(tmp_path, monkeypatch):
+    monkeypatch.delenv("MS_HOST", raising=False)
+    state = tmp_path / "state"
+    fleet = fleet_for(tmp_path)
+    try:
+        proc, ports = start_ingress(fleet, state, "--no-metrics")
+        socks = listening_sockets(proc.popen.pid)
+        assert {p for _, p in socks} == set(ports.values())      # the two ports, nothing else
+        assert all(is_loopback(a) for a, _ in socks), socks
+        assert stop_gracefully(fleet, proc) == 0
+    finally:
+        fleet.stop_all()
+
+
+def test_project_influxdb_listens_on_loopback_only(influxdb):
+    conf = influxdb.config_path.read_text()
+    binds = [ln.split("=", 1)[1].strip().strip('"') for ln in conf.splitlines()
+             if ln.strip().startswith("bind-address")]
+    assert len(binds) == 2 and all(b.startswith("127.0.0.1:") for b in binds), binds
+    pid = influxdb.status().pid
+    socks = listening_sockets(pid)
+    assert {p for _, p in socks} == {influxdb.port, influxdb.rpc_port}
+    assert all(is_loopback(a) for a, _ in socks), socks
+
+
+def test_influxdb_defaults_to_loopback_and_its_command_cannot_widen_it(tmp_path):
+    """`marketspread influxdb` takes a port, never an address."""
+    assert InfluxServer(tmp_path).host == "127.0.0.1"
+    assert not hasattr(build_parser().parse_args(["influxdb", "status"]), "host")
+
+
+def test_local_job_listens_on_loopback_only(tmp_path, monkeypatch):
+    """The job's Spark driver (RPC, block manager) and py4j stay on loopback with a local master."""
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    state = tmp_path / "state"
+    fleet = fleet_for(tmp_path)
+    try:
+        job = start_job(fleet, state, "--no-metrics", master="local[1]")
+        socks = [s for pid in session_members(job.popen.pid) for s in listening_sockets(pid)]
+        assert socks and all(is_loopback(a) for a, _ in socks), socks
+        assert stop_gracefully(fleet, job) == 0
+    finally:
+        fleet.stop_all()

@@ -1,0 +1,45 @@
+"""A short soak (bench/soak.py's run and verdict, 90 s of steady load): nothing grows.
+
+The 10-minute figures come from `bench/soak.py`; this checks the same properties over a
+shorter window with tolerances wide enough not to depend on the machine's timing:
+memory within 25 % + 128 MiB, open files and threads within a small slack, state rows
+never above the shard count.
+"""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from .harness import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+import soak  # noqa: E402
+
+DURATION, WARMUP, EVERY = 90.0, 45.0, 2.5    # the JVM adds pool threads for its first ~40 s
+LOOSE = soak.Tolerance(rss_ratio=0.25, rss_slack_bytes=128 << 20, fd_slack=6, thread_slack=24)
+
+
+def test_verdict_flags_growth_and_passes_flat_series():
+    """The verdict's arithmetic on made-up series (pure logic)."""
+    def run(rss_growth: int, fd_growth: int, rows: int) -> list[soak.SoakSample]:
+        return [soak.SoakSample(float(t), t, t, {"ingress": soak.GroupSample(1, (100 << 20) + rss_growth * t,
+                                                                             10 + fd_growth * t // 10, 5)},
+                                rows, 4096, 3, 100) for t in range(0, 60, 2)]
+    assert soak.verdict(run(0, 0, 2), 0, shards=2)["ok"]
+    grown = soak.verdict(run(8 << 20, 0, 2), 0, shards=2)
+    assert not grown["ok"] and not grown["checks"]["ingress"]["rss_flat"]
+    assert not soak.verdict(run(0, 10, 2), 0, shards=2)["checks"]["ingress"]["fds_flat"]
+    assert not soak.verdict(run(0, 0, 3), 0, shards=2)["checks"]["state"]["rows_bounded"]
+
+
+@pytest.mark.slow
+def test_short_soak_memory_files_threads_and_state_stay_flat(tmp_path):
+    samples = soak.run_soak(tmp_path, DURATION, rate=10_000, every=EVERY, shards=2, master="local[2]",
+                            env={"PYTHONPATH": str(ROOT)}, progress=False)
+    v = soak.verdict(samples, WARMUP, shards=2, tol=LOOSE)
+    print("\n" + soak.format_verdict(v))
+    groups = v["checks"].keys()
+    assert {"ingress", "job-driver", "job-jvm", "send-nbbo", "send-orders", "state"} <= set(groups)
+    assert samples[-1].consumed > samples[0].consumed, "the job did not process anything"
+    assert v["ok"], soak.format_verdict(v)
