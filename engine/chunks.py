@@ -37,6 +37,10 @@ CHUNK_DIR = "chunks"
 CHUNK_GLOB = "*.ev"
 CHUNK_RE = re.compile(r"(\d{20})-(\d{20})\.s(\d+)\.ev$")
 LAYOUT = "_layout.json"              # hidden from Spark (leading underscore)
+# Every chunk file starts with this header and its record count (u64 LE): Spark's file
+# source silently skips zero-length files, and a shard's empty chunk must still arrive.
+CHUNK_MAGIC = b"MSCHUNK1"
+HEADER_BYTES = 16
 DEFAULT_INTERVAL_S = 0.25
 MAX_CHUNK_RECORDS = 65_536           # per cut, all shards together
 GC_INTERVAL_S = 1.0
@@ -162,6 +166,7 @@ class ChunkWriter:
             final = self.dir / chunk_name(a, b, k)
             tmp = self.dir / ("." + final.name + ".tmp")
             with open(tmp, "wb") as f:
+                f.write(CHUNK_MAGIC + len(c).to_bytes(8, "little"))
                 f.write(c.tobytes())
             os.replace(tmp, final)
         from .ingress_log import _write_u64
@@ -231,6 +236,16 @@ class ChunkChain:
         return out
 
 
+def chunk_records_of(data: bytes) -> memoryview:
+    """Return a chunk file's records (after checking its header)."""
+    if data[:8] != CHUNK_MAGIC or len(data) < HEADER_BYTES:
+        raise ValueError("not a chunk file (bad header)")
+    n = int.from_bytes(data[8:16], "little")
+    if len(data) != HEADER_BYTES + n * CHUNK_DTYPE.itemsize:
+        raise ValueError(f"chunk file is {len(data)} bytes, its header says {n} records")
+    return memoryview(data)[HEADER_BYTES:]
+
+
 def chunk_events(chunks: list[Chunk]) -> np.ndarray:
     """Concatenate chunks' records (`CHUNK_DTYPE`), already in seq order along the chain."""
-    return np.frombuffer(b"".join(c.data for c in chunks), dtype=CHUNK_DTYPE)
+    return np.frombuffer(b"".join(chunk_records_of(c.data) for c in chunks), dtype=CHUNK_DTYPE)
