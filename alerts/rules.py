@@ -31,7 +31,7 @@ MAX_URL_CHARS = 2000
 MAX_NAME_CHARS = 100
 
 OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
-_LATENCY_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9}
+_LATENCY_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9, "min": 60e9, "h": 3600e9}
 _COUNT_UNITS = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
 _CONDITION = re.compile(r"^\s*(?P<metric>[A-Za-z][A-Za-z0-9.]*)\s*(?P<op>>=|<=|>|<)\s*"
                         r"(?P<num>[0-9]+(?:\.[0-9]+)?|\.[0-9]+)\s*(?P<unit>[^\s]*)\s*$")
