@@ -174,6 +174,22 @@ def _take_lock(path: Path) -> int | None:
     return fd
 
 
+def _interval_from_env() -> float:
+    raw = os.environ.get("MS_ALERTS_INTERVAL_S")
+    if not raw:
+        return DEFAULT_INTERVAL_S
+    try:
+        value = float(raw)
+        if 0 < value < 86400:
+            return value
+    except ValueError:
+        pass
+    # the job must not die for this: say so and use the default
+    log.error("alerts: MS_ALERTS_INTERVAL_S=%r is not a number of seconds in (0, 86400); using %.0f s",
+              raw, DEFAULT_INTERVAL_S)
+    return DEFAULT_INTERVAL_S
+
+
 def start_evaluator(state_dir: Path | None, sink, *, client: InfluxClient | None = None,
                     interval_s: float | None = None, rules_path: Path | None = None) -> AlertEvaluator | None:
     """Start the evaluator of the state folder's rules, or return None if one runs already.
@@ -187,15 +203,7 @@ def start_evaluator(state_dir: Path | None, sink, *, client: InfluxClient | None
                     path.with_name("evaluator.lock"))
         return None
     if interval_s is None:
-        raw = os.environ.get("MS_ALERTS_INTERVAL_S") or DEFAULT_INTERVAL_S
-        try:
-            interval_s = float(raw)
-        except ValueError:
-            os.close(fd)
-            raise ValueError(f"MS_ALERTS_INTERVAL_S={raw!r} is not a number of seconds") from None
-        if not interval_s > 0:
-            os.close(fd)
-            raise ValueError("MS_ALERTS_INTERVAL_S must be more than 0")
+        interval_s = _interval_from_env()
     ev = AlertEvaluator(RuleStore(path), client or InfluxClient(InfluxConfig.from_env()), sink,
                         interval_s=interval_s)
     ev.on_release = lambda: os.close(fd)
