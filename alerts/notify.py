@@ -138,7 +138,8 @@ class WebhookNotifier:
         except urllib.error.HTTPError as e:
             status, ok, error = e.code, False, f"HTTP {e.code} {e.reason}"
         except (OSError, ValueError) as e:            # refused, timeout, DNS, TLS, bad URL
-            status, ok, error = None, False, f"{type(e).__name__}: {getattr(e, 'reason', None) or e}"
+            cause = e.reason if isinstance(getattr(e, "reason", None), BaseException) else e
+            status, ok, error = None, False, f"{type(cause).__name__}: {cause}"
         self._report(n, attempt, ok, status, error)
         if ok:
             self.sent += 1
@@ -147,7 +148,7 @@ class WebhookNotifier:
         if attempt < self.max_attempts and not self._stop.is_set():
             delay = min(MAX_BACKOFF_S, self.first_backoff_s * 2 ** (attempt - 1))
             heapq.heappush(self._retry, (time.monotonic() + delay, next(self._seq), attempt + 1, n))
-            log.warning("webhook %s %s -> %s failed (%s); retry %d in %.0f s", n.rule, n.state,
+            log.warning("webhook %s %s -> %s failed (%s); retry %d in %.1f s", n.rule, n.state,
                         redact_url(n.url), error, attempt + 1, delay)
         else:
             self.failed += 1
