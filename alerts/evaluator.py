@@ -26,7 +26,7 @@ from pathlib import Path
 
 from collector.influx import InfluxClient, InfluxConfig, InfluxError
 
-from .evaluate import NOTIFIED, RESOLVED_HOLD_S, STATES, AlertState, Transition, advance
+from .evaluate import NOTIFIED, OK, RESOLVED_HOLD_S, STATES, AlertState, Transition, advance
 from .history import AlertEvent, AlertHistory, event_point, notification_point
 from .notify import Notification, WebhookNotifier, build_payload
 from .query import MetricReader
@@ -94,24 +94,30 @@ class AlertEvaluator:
                 self.states[name] = AlertState(e.state, e.at_ns, e.value)
         self._restored = True
 
-    def _load_rules(self) -> None:
+    def _load_rules(self, now_ns: int) -> list[AlertEvent]:
+        """Re-read the rules; return an OK event for each deleted rule that was not OK."""
         try:
             self.rules = self.store.rules()
         except ValueError as e:
             log.error("alerts: %s; keeping the %d rules read before", e, len(self.rules))
         names = {r.name for r in self.rules}
+        closed = []
         for gone in [n for n in self.states if n not in names]:
-            del self.states[gone]
+            st = self.states.pop(gone)
+            if st.state != OK:        # else its history would say FIRING forever (and a new rule of that name)
+                closed.append(AlertEvent(gone, now_ns, OK, st.state, None, "(rule deleted)"))
+        return closed
 
     def evaluate_once(self, now_ns: int | None = None) -> list[tuple[Rule, Transition]]:
         """Run one cycle at `now_ns` (default: now); return the transitions it made."""
         now_ns = time.time_ns() if now_ns is None else now_ns
-        self._load_rules()
         changes: list[tuple[Rule, Transition]] = []
         try:
             if not self._restored:
                 self._restore()
+            closed = self._load_rules(now_ns)
         except InfluxError as e:
+            self._load_rules(now_ns)
             self.errors = {r.name: f"InfluxDB: {e}" for r in self.rules}
             self._write_status(now_ns)
             return changes
@@ -127,7 +133,7 @@ class AlertEvaluator:
             self.states[rule.name] = state
             if tr is not None:
                 changes.append((rule, tr))
-        points = []
+        points = [event_point(e, "") for e in closed]
         for rule, tr in changes:
             log.info("alert %s: %s -> %s (%s %s)", rule.name, tr.previous, tr.state, rule.condition.metric,
                      rule.condition.format_value(tr.value))
