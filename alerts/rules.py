@@ -188,8 +188,9 @@ def redact_url(url: str | None) -> str:
 
 def _name(value: Any, what: str, pattern: re.Pattern = _SCOPE_NAME) -> str:
     if not isinstance(value, str) or not pattern.match(value):
-        raise ValueError(f"{what} {str(value)[:40]!r} must be letters, digits and . _ - : @ +"
-                         + (" /" if pattern is _SCOPE_NAME else "") + f" (1-{MAX_NAME_CHARS if pattern is _RULE_NAME else 200} characters)")
+        chars, most = ("letters, digits and . _ - : @ +", MAX_NAME_CHARS) if pattern is _RULE_NAME else \
+            ("letters, digits and . _ - : / @ +", 200)
+        raise ValueError(f"{what} {str(value)[:40]!r} must be 1-{most} characters of {chars}")
     return value
 
 

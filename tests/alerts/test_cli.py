@@ -27,7 +27,7 @@ def test_alerts_cli_manages_rules_and_reports_bad_input_in_one_line(influx_clien
     for args, message in ((("add", "e2e", "p99 > 9ms"), "exists already (use --replace"),
                           (("add", "x", "p99 > 5"), "needs a unit"),
                           (("add", "x", "p99 > 5ms", "--webhook", "file:///etc/passwd"), "http:// or https://"),
-                          (("add", "x y", "p99 > 5ms"), "name 'x y' must be letters"),
+                          (("add", "x y", "p99 > 5ms"), "name 'x y' must be 1-100 characters of letters"),
                           (("add", "x", "p99 > 5ms", "--step", "sink' OR 1=1"), "step"),
                           (("rm", "nope"), "no rule called 'nope'"),
                           (("load", str(tmp_path / "missing.yaml")), "does not exist")):
