@@ -183,7 +183,8 @@ def change_rules(_save, _actions, version, *values):
     try:
         if trigger == ALERTS_SAVE:
             given = {k: v for k, v in zip(FORM, values) if isinstance(v, str) and v.strip()}
-            rule = Rule.from_dict(given)
+            before = store.get(given["name"]) if isinstance(given.get("name"), str) else None
+            rule = Rule.from_dict({**given, "muted": before.muted if before is not None else False})
             new = store.put(rule)
             return (html.Div(f"{'Created' if new else 'Saved'} {rule.name}: {rule.summary()}",
                              className="banner banner-ok", role="status"), (version or 0) + 1, *([""] * len(FORM)))

@@ -105,6 +105,12 @@ def test_alerts_page_creates_edits_mutes_deletes_and_banner_shows_firing(dash_du
     dash_duo._wait_for(lambda d: dash_duo.find_element("#alerts-banner").text == "", timeout=TIMEOUT,
                        msg="banner still shown for a muted rule")
     assert RuleStore(rules_path).get("e2e").muted
+    dash_duo.find_element("#alerts-table button.button-edit").click()          # an edit keeps it muted
+    dash_duo._wait_for(lambda d: dash_duo.find_element("#alerts-name").get_attribute("value") == "e2e",
+                       timeout=TIMEOUT, msg="form not filled")
+    _fill(dash_duo, {"window": "10m"})
+    dash_duo.wait_for_contains_text("#alerts-table", "10m", timeout=TIMEOUT)
+    assert RuleStore(rules_path).get("e2e").muted and RuleStore(rules_path).get("e2e").window_s == 600
     dash_duo.find_element("#alerts-table button.button-unmute").click()
     dash_duo.wait_for_contains_text("#alerts-banner", "FIRING: e2e", timeout=TIMEOUT)
     dash_duo.find_element("#alerts-table button.button-delete").click()
