@@ -89,7 +89,7 @@ def _list(args, store: RuleStore) -> int:
         print("no evaluator has run yet: start a job with metrics on, or `marketspread alerts serve`",
               file=sys.stderr)
     else:
-        age = (time.time_ns() - int(status.get("last_cycle_ns", 0))) / 1e9
+        age = max(0.0, (time.time_ns() - int(status.get("last_cycle_ns", 0))) / 1e9)
         print(f"evaluator pid {status.get('pid')} on {status.get('host')}: last cycle {age:.0f} s ago",
               file=sys.stderr)
     return 0

@@ -62,8 +62,9 @@ def register(app: dash.Dash) -> None:
         if not now:
             return None
         items = []
-        for rule, event in now:
-            items += [html.B(rule.name), f" ({rule.condition.metric} = {rule.condition.format_value(event.value)}, "
-                      f"rule {rule.condition.text}) "]
+        for i, (rule, event) in enumerate(now):
+            items += [" · " if i else "", html.B(rule.name),
+                      f" ({rule.condition.metric} = {rule.condition.format_value(event.value)}, "
+                      f"rule {rule.condition.text})"]
         return html.Div([html.Span("FIRING: ", className="firing-label"), *items,
-                         dcc.Link("see alerts", href="/alerts")], className="banner banner-firing", role="alert")
+                         " ", dcc.Link("see alerts", href="/alerts")], className="banner banner-firing", role="alert")

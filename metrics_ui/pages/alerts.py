@@ -121,7 +121,7 @@ def _evaluator_text(status: dict | None) -> str:
     if status is None:
         return ("No evaluator has run yet: rules are evaluated by a job with metrics on "
                 "or by `marketspread alerts serve`.")
-    age = (time.time_ns() - int(status.get("last_cycle_ns", 0))) / 1e9
+    age = max(0.0, (time.time_ns() - int(status.get("last_cycle_ns", 0))) / 1e9)
     interval = float(status.get("interval_s", 5))
     hooks = status.get("webhooks", {})
     text = (f"Evaluator pid {status.get('pid')} on {status.get('host')}: last cycle {age:.0f} s ago, every "
