@@ -119,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     metrics_ui_app.add_arguments(p)
     p.set_defaults(func=metrics_ui_app.run)
 
+    from alerts import cli as alerts_cli
+    p = sub.add_parser("alerts", help="SLA alert rules: list|add|rm|load|mute|unmute|serve")
+    alerts_cli.add_arguments(p)
+    p.set_defaults(func=alerts_cli.run)
+
     from .tools import generate, receiver, sender
     for name, mod, help_ in (("generate", generate, "generate synthetic NBBO and order files"),
                              ("send", sender, "send fixish files to an ingress port at a rate"),

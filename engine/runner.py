@@ -22,7 +22,7 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     spark = build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui)
-    shipper = writer = listener = None
+    shipper = writer = listener = alerts = None
     if cfg.metrics:
         from .metrics_shipper import MetricsShipper, run_id_for
         from .metrics_wiring import attach_listener, open_writer
@@ -30,6 +30,8 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
         writer = open_writer(cfg.state_dir, "job")
         shipper = MetricsShipper(cfg.out_dir, run, writer).start()
         listener = attach_listener(spark, run, writer, cfg.log_dir)
+        from alerts.evaluator import start_evaluator
+        alerts = start_evaluator(cfg.state_dir, writer)
     query = start_query(spark, cfg)
     log.info("job started on %s: log %s, results %s, checkpoint %s", cfg.master, cfg.log_dir,
              cfg.out_dir, cfg.checkpoint_dir)
@@ -63,6 +65,8 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
             detach_listener(spark, listener)
         if forwarder is not None:
             forwarder.stop()
+        if alerts is not None:
+            alerts.stop()
         if shipper is not None:
             shipper.stop()
             writer.close(timeout=10)

@@ -21,7 +21,7 @@ from flask import Flask
 
 from collector.influx import InfluxClient, InfluxConfig
 
-from . import components
+from . import alerts_banner, components
 from .data import MetricsStore
 from .export import EXTENSION as EXPORT_EXTENSION
 from .export import bp as export_blueprint
@@ -40,6 +40,7 @@ class UiConfig:
     influx: InfluxConfig = field(default_factory=InfluxConfig.from_env)
     refresh_ms: int = components.REFRESH_MS
     title: str = "Market Spread metrics"
+    alerts_file: Path | None = None       # default: <state>/alerts/rules.json (alerts.store)
 
     @classmethod
     def from_env(cls, **overrides) -> "UiConfig":
@@ -63,6 +64,10 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
     server.extensions[components.EXTENSION] = metrics
     server.extensions[EXPORT_EXTENSION] = metrics
     server.register_blueprint(export_blueprint)
+    from alerts.history import AlertHistory
+    from alerts.store import RuleStore, default_rules_path
+    server.extensions[alerts_banner.EXTENSION] = alerts_banner.AlertsSource(
+        RuleStore(config.alerts_file or default_rules_path()), AlertHistory(metrics.client))
 
     # Page modules register their callbacks with dash.callback each time an app loads them;
     # drop what an earlier app in this process loaded but never claimed (tests build many).
@@ -74,10 +79,12 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
                suppress_callback_exceptions=True)
     app.layout = html.Div([
         html.Header([dcc.Link(config.title, href="/", className="brand"),
+                     dcc.Link("Alerts", href="/alerts", className="nav"),
                      html.Span(f"InfluxDB {config.influx.url} · db {config.influx.db}", className="source")],
                     className="top"),
-        html.Main(dash.page_container, className="content"),
+        html.Main([alerts_banner.banner(config.refresh_ms), dash.page_container], className="content"),
     ])
+    alerts_banner.register(app)
     return app
 
 

@@ -1,0 +1,159 @@
+"""`marketspread alerts list|add|rm|load|mute|unmute|serve`: manage and evaluate alert rules.
+
+Rules live in `<state>/alerts/rules.json` (`--state-dir`, `MS_STATE_DIR`, or
+`MS_ALERTS_FILE`); a running evaluator applies every change at its next cycle. Bad input
+exits 2 with one line saying what is wrong (ValueError, handled by `engine.cli.main`).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from .rules import CONDITION_HELP, Rule, format_duration, redact_url
+from .store import RuleStore, default_rules_path, read_rules_file
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the `alerts` subcommands."""
+    parser.add_argument("--state-dir", type=Path, help="state folder holding alerts/rules.json (MS_STATE_DIR)")
+    sub = parser.add_subparsers(dest="alerts_command", required=True, metavar="{list,add,rm,load,mute,unmute,serve}")
+
+    p = sub.add_parser("list", help="list the rules with their current state")
+    p.set_defaults(alerts_func=_list)
+
+    p = sub.add_parser("add", help="add a rule (or change one with --replace)",
+                       description=f"CONDITION is {CONDITION_HELP}.")
+    p.add_argument("name", help="rule name: letters, digits and . _ - : @ +")
+    p.add_argument("condition", help="e.g. 'p99 > 5ms' (quote it: > redirects in a shell)")
+    p.add_argument("--step", help="step (default start-to-end; not for backlog/backpressure)")
+    p.add_argument("--pipeline", help="nbbo or orders (default: both)")
+    p.add_argument("--worker", help="one worker, e.g. host/p0 (default: all)")
+    p.add_argument("--job", help="run id (default: any run writing metrics)")
+    p.add_argument("--window", default="1m", help="evaluation window (default 1m)")
+    p.add_argument("--for", dest="for_", default="0s", help="pending period before firing (default 0s)")
+    p.add_argument("--webhook", help="http(s) URL that receives a JSON POST on FIRING and RESOLVED")
+    p.add_argument("--muted", action="store_true", help="add it muted (evaluated, not notified)")
+    p.add_argument("--replace", action="store_true", help="replace a rule of the same name")
+    p.set_defaults(alerts_func=_add)
+
+    p = sub.add_parser("rm", help="delete a rule")
+    p.add_argument("name")
+    p.set_defaults(alerts_func=_rm)
+
+    p = sub.add_parser("load", help="add or replace the rules of a YAML (or JSON) file")
+    p.add_argument("file", type=Path)
+    p.set_defaults(alerts_func=_load)
+
+    for name, muted in (("mute", True), ("unmute", False)):
+        p = sub.add_parser(name, help=f"{name} a rule (muted: evaluated and recorded, no webhook, no banner)")
+        p.add_argument("name")
+        p.set_defaults(alerts_func=_mute, muted=muted)
+
+    p = sub.add_parser("serve", help="run the evaluator in the foreground (when no job runs it)")
+    p.add_argument("--interval", type=float, help="seconds between evaluations (default 5, MS_ALERTS_INTERVAL_S)")
+    p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p.set_defaults(alerts_func=_serve)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one `alerts` subcommand."""
+    return args.alerts_func(args, RuleStore(default_rules_path(args.state_dir)))
+
+
+def _list(args, store: RuleStore) -> int:
+    rules = store.rules()
+    if not rules:
+        print(f"no rules in {store.path} (add one: marketspread alerts add NAME 'p99 > 5ms')")
+        return 0
+    states, note = _current_states()
+    from .evaluator import read_status
+    status = read_status(store.path)
+    errors = (status or {}).get("errors", {})
+    for r in rules:
+        state = states.get(r.name, "OK" if note is None else "?")
+        flags = " (muted)" if r.muted else ""
+        hook = f" -> {redact_url(r.webhook)}" if r.webhook else ""
+        print(f"{r.name:<20} {state:<9}{flags} {r.summary()}{hook}")
+        if r.name in errors:
+            print(f"{'':<20} error: {errors[r.name]}")
+    if note:
+        print(note, file=sys.stderr)
+    if status is None:
+        print("no evaluator has run yet: start a job with metrics on, or `marketspread alerts serve`",
+              file=sys.stderr)
+    else:
+        age = max(0.0, (time.time_ns() - int(status.get("last_cycle_ns", 0))) / 1e9)
+        print(f"evaluator pid {status.get('pid')} on {status.get('host')}: last cycle {age:.0f} s ago",
+              file=sys.stderr)
+    return 0
+
+
+def _current_states() -> tuple[dict[str, str], str | None]:
+    from collector.influx import InfluxClient, InfluxConfig, InfluxError
+
+    from .history import AlertHistory
+    client = InfluxClient(InfluxConfig.from_env())
+    try:
+        return {k: e.state for k, e in AlertHistory(client).current().items()}, None
+    except InfluxError as e:
+        return {}, f"states unknown: InfluxDB at {client.url} is unreachable ({e})"
+
+
+def _add(args, store: RuleStore) -> int:
+    d = {"name": args.name, "condition": args.condition, "step": args.step, "pipeline": args.pipeline,
+         "worker": args.worker, "job": args.job, "window": args.window, "for": args.for_,
+         "webhook": args.webhook, "muted": args.muted}
+    rule = Rule.from_dict({k: v for k, v in d.items() if v is not None})
+    new = store.put(rule, replace=args.replace)
+    print(f"{'added' if new else 'replaced'} {rule.name}: {rule.summary()}")
+    return 0
+
+
+def _rm(args, store: RuleStore) -> int:
+    store.remove(args.name)
+    print(f"removed {args.name}")
+    return 0
+
+
+def _load(args, store: RuleStore) -> int:
+    rules = read_rules_file(args.file)
+    added, replaced = store.put_all(rules)
+    print(f"{args.file}: {added} added, {replaced} replaced ({len(store.rules())} rules in {store.path})")
+    return 0
+
+
+def _mute(args, store: RuleStore) -> int:
+    rule = store.set_muted(args.name, args.muted)
+    print(f"{rule.name} {'muted' if rule.muted else 'unmuted'}")
+    return 0
+
+
+def _serve(args, store: RuleStore) -> int:
+    from collector.influx import InfluxClient, InfluxConfig, InfluxWriter
+
+    from .evaluator import start_evaluator
+    if args.interval is not None and not args.interval > 0:
+        raise ValueError("--interval must be more than 0 seconds")
+    cfg = InfluxConfig.from_env()
+    spool = store.path.parent.parent / "metrics-spool" / "alerts"
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    with InfluxWriter(InfluxClient(cfg), spool).start() as writer:
+        ev = start_evaluator(None, writer, interval_s=args.interval, rules_path=store.path)
+        if ev is None:
+            raise RuntimeError(f"another evaluator already evaluates {store.path}")
+        log.info("alerts: %d rules, InfluxDB %s, every %s", len(store.rules()), cfg.url,
+                 format_duration(ev.interval_s))
+        try:
+            stop.wait(args.duration)
+        finally:
+            ev.stop()
+    return 0

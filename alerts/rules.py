@@ -1,0 +1,288 @@
+"""Alert rules: a typed `Rule` and the parsing of what users type (pure, no I/O).
+
+A condition reads like the figure it watches: `p99 > 5ms`, `p99.9 >= 250us`,
+`throughput < 10k/s`, `backlog > 1M`, `backpressure > 50%`. Thresholds are kept in base
+units (latency ns, throughput events/s, backlog events, backpressure a share 0..1), so
+comparing a measured value is one operator. Every parse error is a ValueError whose
+message says what was wrong and what would be right: the CLI and the UI show it as is.
+
+>>> parse_condition("p99 > 5ms").threshold
+5000000.0
+>>> Rule.from_dict({"name": "e2e", "condition": "p99 > 5ms", "for": "30s"}).for_s
+30.0
+"""
+from __future__ import annotations
+
+import math
+import operator
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+from urllib.parse import urlsplit
+
+from collector.bins import format_ns
+
+LATENCY, THROUGHPUT, BACKLOG, BACKPRESSURE = "latency", "throughput", "backlog", "backpressure"
+DEFAULT_STEP = "start-to-end"
+DEFAULT_WINDOW_S = 60.0
+MIN_WINDOW_S, MAX_WINDOW_S = 1.0, 86400.0
+MAX_FOR_S = 86400.0
+MAX_URL_CHARS = 2000
+MAX_NAME_CHARS = 100
+
+OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+_LATENCY_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9, "min": 60e9, "h": 3600e9}
+_COUNT_UNITS = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
+_CONDITION = re.compile(r"^\s*(?P<metric>[A-Za-z][A-Za-z0-9.]*)\s*(?P<op>>=|<=|>|<)\s*"
+                        r"(?P<num>[0-9]+(?:\.[0-9]+)?|\.[0-9]+)\s*(?P<unit>[^\s]*)\s*$")
+_PERCENTILE = re.compile(r"^p(\d{2}(?:\.\d{1,2})?)$")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+# Run, step, pipeline and worker names as the collector writes them (metrics_ui.ranges too).
+_SCOPE_NAME = re.compile(r"^[A-Za-z0-9_.:/@+\-]{1,200}$")
+_RULE_NAME = re.compile(r"^[A-Za-z0-9_.:@+\-]{1,%d}$" % MAX_NAME_CHARS)
+CONDITION_HELP = ("a condition like 'p99 > 5ms' (p50..p99.99 with ns/us/ms/s), 'throughput < 10k/s', "
+                  "'backlog > 1M' or 'backpressure > 50%'")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A parsed comparison: `metric op threshold`, threshold in the metric's base unit."""
+    metric: str                  # "p99", "p99.9", "throughput", "backlog", "backpressure"
+    op: str
+    threshold: float
+    text: str                    # normalised as the user wrote it, e.g. "p99 > 5ms"
+
+    @property
+    def kind(self) -> str:
+        """Return LATENCY, THROUGHPUT, BACKLOG or BACKPRESSURE."""
+        return LATENCY if self.metric.startswith("p") else self.metric
+
+    @property
+    def percentile(self) -> float | None:
+        """Return the percentile of a latency condition (99.9 for p99.9), else None."""
+        return float(self.metric[1:]) if self.kind == LATENCY else None
+
+    def breached(self, value: float | None) -> bool:
+        """Return whether a measured value meets the condition; no data never does (as Prometheus)."""
+        return value is not None and OPS[self.op](value, self.threshold)
+
+    def format_value(self, value: float | None) -> str:
+        """Return a measured value in the condition's terms ("4.2 ms", "12,345 events/s")."""
+        if value is None:
+            return "no data"
+        if self.kind == LATENCY:
+            return format_ns(value)
+        if self.kind == THROUGHPUT:
+            return f"{value:,.0f} events/s"
+        if self.kind == BACKLOG:
+            return f"{value:,.0f} events"
+        return f"{100 * value:.1f} %"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_condition(text: str) -> Condition:
+    """Parse `p99 > 5ms`-style text into a Condition; raise ValueError with a reason."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"condition is empty: expected {CONDITION_HELP}")
+    if len(text) > 100:
+        raise ValueError("condition is longer than 100 characters")
+    m = _CONDITION.match(text)
+    if not m:
+        raise ValueError(f"condition {text.strip()[:60]!r} is not understood: expected {CONDITION_HELP}")
+    metric, op, num, unit = m["metric"].lower(), m["op"], float(m["num"]), m["unit"]
+    pm = _PERCENTILE.match(metric)
+    if pm:
+        p = float(pm[1])
+        if not 50.0 <= p <= 99.99:
+            raise ValueError(f"percentile {metric} is outside p50..p99.99")
+        if unit not in _LATENCY_UNITS:
+            raise ValueError(f"latency threshold {num:g}{unit} needs a unit: ns, us (or µs), ms or s")
+        threshold = num * _LATENCY_UNITS[unit]
+    elif metric in (THROUGHPUT, BACKLOG):
+        base = unit
+        if metric == THROUGHPUT:
+            for suffix in ("events/s", "/s", "eps"):
+                if base.endswith(suffix):
+                    base = base[: -len(suffix)]
+                    break
+        elif base.endswith("events"):
+            base = base[: -len("events")]
+        if base not in _COUNT_UNITS:
+            example = "10k/s" if metric == THROUGHPUT else "1M"
+            raise ValueError(f"{metric} threshold {num:g}{unit} has an unknown unit: use k or M (e.g. {example})")
+        threshold = num * _COUNT_UNITS[base]
+    elif metric == BACKPRESSURE:
+        if unit == "%":
+            threshold = num / 100.0
+        elif unit == "":
+            threshold = num
+        else:
+            raise ValueError(f"backpressure threshold {num:g}{unit} must be a share: 0..1 or 0..100%")
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"backpressure threshold {num:g}{unit} is outside 0..100%")
+    else:
+        raise ValueError(f"metric {metric!r} is unknown: use p50..p99.99, throughput, backlog or backpressure")
+    if not math.isfinite(threshold):
+        raise ValueError(f"threshold {num}{unit} is not a finite number")
+    return Condition(metric, op, threshold, f"{metric} {op} {m['num']}{unit}")
+
+
+def parse_duration(value: Any, what: str) -> float:
+    """Parse `30s`, `500ms`, `5m`, `1h` or a number of seconds into seconds; raise ValueError."""
+    if isinstance(value, bool):
+        raise ValueError(f"{what} {value!r} is not a duration like 30s, 5m or 1h")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        m = _DURATION.match(str(value)) if value is not None else None
+        if not m:
+            raise ValueError(f"{what} {str(value)[:40]!r} is not a duration like 30s, 500ms, 5m or 1h")
+        seconds = float(m[1]) * {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}[m[2] or "s"]
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{what} must be zero or more seconds")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """Return seconds as the shortest of `1h`, `5m`, `30s`, `500ms`."""
+    for unit, scale in (("h", 3600.0), ("m", 60.0), ("s", 1.0)):
+        if seconds >= scale and float(seconds / scale).is_integer():
+            return f"{int(seconds / scale)}{unit}"
+    if seconds and float(seconds * 1000).is_integer() and seconds < 1:
+        return f"{int(seconds * 1000)}ms"
+    return f"{seconds:g}s"
+
+
+def check_webhook(url: str) -> str:
+    """Return a webhook URL if it is http(s)://host...; raise ValueError otherwise."""
+    url = url.strip() if isinstance(url, str) else url
+    if not isinstance(url, str) or not url:
+        raise ValueError("webhook URL is empty")
+    if len(url) > MAX_URL_CHARS or any(ch.isspace() or ord(ch) < 32 for ch in url):
+        raise ValueError(f"webhook URL must be at most {MAX_URL_CHARS} characters without spaces")
+    try:
+        parts = urlsplit(url)
+        parts.port                                       # noqa: B018 - raises on a bad port
+    except ValueError as e:
+        raise ValueError(f"webhook URL is malformed: {e}") from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ValueError(f"webhook URL must start with http:// or https:// (got {parts.scheme or 'no'} scheme)")
+    if not parts.hostname:
+        raise ValueError("webhook URL has no host")
+    return url
+
+
+def redact_url(url: str | None) -> str:
+    """Return a webhook URL for display: scheme, host, port and path (no credentials, no query)."""
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    return f"{parts.scheme}://{netloc}{parts.path}" + ("?…" if parts.query else "")
+
+
+def _name(value: Any, what: str, pattern: re.Pattern = _SCOPE_NAME) -> str:
+    if not isinstance(value, str) or not pattern.match(value):
+        chars, most = ("letters, digits and . _ - : @ +", MAX_NAME_CHARS) if pattern is _RULE_NAME else \
+            ("letters, digits and . _ - : / @ +", 200)
+        raise ValueError(f"{what} {str(value)[:40]!r} must be 1-{most} characters of {chars}")
+    return value
+
+
+def _optional(value: Any) -> Any:
+    return None if value is None or (isinstance(value, str) and not value.strip()) else value
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One alert rule: a condition on a scope's metric over a window, held `for_s` before firing.
+
+    Scope: `job` is the run (None: any run writing in the window), `step` the step
+    (latency and throughput), `pipeline` and `worker` narrow it (None: all). Backlog and
+    backpressure are the job's own figures, so they take no pipeline, step or worker.
+    """
+    name: str
+    condition: Condition
+    step: str | None = DEFAULT_STEP
+    pipeline: str | None = None
+    worker: str | None = None
+    job: str | None = None
+    window_s: float = DEFAULT_WINDOW_S
+    for_s: float = 0.0
+    webhook: str | None = None
+    muted: bool = False
+
+    KEYS = ("name", "condition", "job", "pipeline", "step", "worker", "window", "for", "webhook", "muted")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Rule":
+        """Build and validate a rule from a mapping (YAML, JSON, form); raise ValueError."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"a rule must be a mapping of {', '.join(cls.KEYS)}")
+        name = d.get("name")
+        label = f"rule {str(name)[:40]!r}" if isinstance(name, str) and name else "rule"
+        try:
+            unknown = sorted(str(k) for k in d if k not in cls.KEYS)
+            if unknown:
+                raise ValueError(f"unknown key(s) {', '.join(unknown)}; a rule has {', '.join(cls.KEYS)}")
+            name = _name(name, "name", _RULE_NAME)
+            cond = parse_condition(d.get("condition", ""))
+            job_only = cond.kind in (BACKLOG, BACKPRESSURE)
+            step = _optional(d.get("step"))
+            pipeline, worker, job = (_optional(d.get(k)) for k in ("pipeline", "worker", "job"))
+            if job_only:
+                if pipeline or worker or (step and step != "job"):
+                    raise ValueError(f"{cond.kind} is a figure of the whole job: leave step, pipeline and worker empty")
+                step = None
+            else:
+                step = _name(step or DEFAULT_STEP, "step")
+                pipeline = None if pipeline is None else _name(pipeline, "pipeline")
+                worker = None if worker is None else _name(worker, "worker")
+            job = None if job is None else _name(job, "job (run)")
+            window = parse_duration(d.get("window", DEFAULT_WINDOW_S), "window")
+            if not MIN_WINDOW_S <= window <= MAX_WINDOW_S:
+                raise ValueError("window must be between 1s and 24h")
+            hold = parse_duration(d.get("for", 0) if _optional(d.get("for")) is not None else 0, "for")
+            if hold > MAX_FOR_S:
+                raise ValueError("for must be at most 24h")
+            webhook = _optional(d.get("webhook"))
+            webhook = None if webhook is None else check_webhook(webhook)
+            muted = d.get("muted", False)
+            if not isinstance(muted, bool):
+                raise ValueError("muted must be true or false")
+        except ValueError as e:
+            raise ValueError(f"{label}: {e}") from None
+        return cls(name, cond, step, pipeline, worker, job, window, hold, webhook, muted)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the rule as the rules file and YAML hold it (durations as text)."""
+        d: dict[str, Any] = {"name": self.name, "condition": self.condition.text}
+        for key in ("job", "pipeline", "step", "worker"):
+            if getattr(self, key) is not None:
+                d[key] = getattr(self, key)
+        d["window"] = format_duration(self.window_s)
+        d["for"] = format_duration(self.for_s)
+        if self.webhook:
+            d["webhook"] = self.webhook
+        d["muted"] = self.muted
+        return d
+
+    def with_muted(self, muted: bool) -> "Rule":
+        """Return the rule muted (evaluated and recorded, no notification, no banner) or not."""
+        return replace(self, muted=muted)
+
+    def scope_text(self) -> str:
+        """Return the scope for display, e.g. `job r1 · orders · start-to-end · host/p0`."""
+        parts = [f"job {self.job}" if self.job else "any job"]
+        parts += [p for p in (self.pipeline, self.step, self.worker) if p]
+        return " · ".join(parts)
+
+    def summary(self) -> str:
+        """Return one line: scope, condition, window and pending period."""
+        hold = f" for {format_duration(self.for_s)}" if self.for_s else ""
+        return f"{self.scope_text()}: {self.condition.text} over {format_duration(self.window_s)}{hold}"

@@ -1,0 +1,171 @@
+"""Where rules persist: one JSON file in the state folder, shared by CLI, UI and evaluator.
+
+`<state>/alerts/rules.json` (`MS_STATE_DIR`, default `.state/`; `MS_ALERTS_FILE`
+overrides the path). Every change is a read-modify-write under an exclusive lock file and
+lands by an atomic rename, so a CLI edit, a UI edit and the evaluator's reads never see
+half a file. YAML (or JSON) rule files are read by `read_rules_file` for `alerts load`.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from .rules import Rule
+
+FILE_VERSION = 1
+
+
+def default_rules_path(state_dir: Path | None = None) -> Path:
+    """Return the rules file: `$MS_ALERTS_FILE`, else `<state>/alerts/rules.json`."""
+    if os.environ.get("MS_ALERTS_FILE"):
+        return Path(os.environ["MS_ALERTS_FILE"])
+    if state_dir is None:
+        from engine.config import default_state_dir
+        state_dir = default_state_dir()
+    return Path(state_dir) / "alerts" / "rules.json"
+
+
+def parse_rules(doc: Any, source: str) -> list[Rule]:
+    """Return the rules of a loaded document: `{rules: [...]}` or a bare list; raise ValueError."""
+    if isinstance(doc, dict) and "rules" in doc:
+        doc = doc["rules"]
+    if doc is None:
+        return []
+    if not isinstance(doc, list):
+        raise ValueError(f"{source}: expected a list of rules (or a mapping with a 'rules' list)")
+    rules, seen = [], set()
+    for i, item in enumerate(doc, 1):
+        try:
+            rule = Rule.from_dict(item)
+        except ValueError as e:
+            raise ValueError(f"{source}: rule #{i}: {e}") from None
+        if rule.name in seen:
+            raise ValueError(f"{source}: rule name {rule.name!r} appears twice")
+        seen.add(rule.name)
+        rules.append(rule)
+    return rules
+
+
+def read_rules_file(path: Path) -> list[Rule]:
+    """Read rules from a YAML or JSON file (`alerts load`); raise ValueError with the reason."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"rules file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"cannot read rules file {path}: {e}") from None
+    import yaml                                  # JSON is YAML too
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
+        raise ValueError(f"{path} is not valid YAML{at}: {getattr(e, 'problem', None) or e}") from None
+    return parse_rules(doc, str(path))
+
+
+class RuleStore:
+    """The rules file: list, add or replace, remove, mute; each call reads the file afresh.
+
+    >>> store = RuleStore(default_rules_path())
+    >>> store.put(Rule.from_dict({"name": "e2e", "condition": "p99 > 5ms"}))
+    >>> [r.name for r in store.rules()]
+    ['e2e']
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RuleStore({str(self.path)!r})"
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path.with_name(self.path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def rules(self) -> list[Rule]:
+        """Return every rule in file order (none if the file does not exist yet)."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        try:
+            doc = json.loads(text)
+        except ValueError as e:
+            raise ValueError(f"rules file {self.path} is damaged ({e}); fix or remove it") from None
+        return parse_rules(doc, str(self.path))
+
+    def get(self, name: str) -> Rule | None:
+        """Return the rule called `name`, None if there is none."""
+        return next((r for r in self.rules() if r.name == name), None)
+
+    def _write(self, rules: list[Rule]) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        doc = {"version": FILE_VERSION, "rules": [r.to_dict() for r in rules]}
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2, ensure_ascii=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    def put(self, rule: Rule, replace: bool = True) -> bool:
+        """Add a rule or (with `replace`) replace the one of the same name; return whether it was new."""
+        with self._locked():
+            rules = self.rules()
+            names = [r.name for r in rules]
+            if rule.name in names:
+                if not replace:
+                    raise ValueError(f"rule {rule.name!r} exists already (use --replace to change it)")
+                rules[names.index(rule.name)] = rule
+            else:
+                rules.append(rule)
+            self._write(rules)
+            return rule.name not in names
+
+    def put_all(self, new: list[Rule]) -> tuple[int, int]:
+        """Add or replace several rules at once; return (added, replaced)."""
+        with self._locked():
+            rules = self.rules()
+            index = {r.name: i for i, r in enumerate(rules)}
+            added = replaced = 0
+            for rule in new:
+                if rule.name in index:
+                    rules[index[rule.name]] = rule
+                    replaced += 1
+                else:
+                    index[rule.name] = len(rules)
+                    rules.append(rule)
+                    added += 1
+            self._write(rules)
+            return added, replaced
+
+    def remove(self, name: str) -> None:
+        """Delete a rule; raise ValueError if there is none of that name."""
+        with self._locked():
+            rules = self.rules()
+            if not any(r.name == name for r in rules):
+                raise ValueError(f"no rule called {name!r}")
+            self._write([r for r in rules if r.name != name])
+
+    def set_muted(self, name: str, muted: bool) -> Rule:
+        """Mute or unmute a rule; return it."""
+        with self._locked():
+            rules = self.rules()
+            for i, r in enumerate(rules):
+                if r.name == name:
+                    rules[i] = r.with_muted(muted)
+                    self._write(rules)
+                    return rules[i]
+            raise ValueError(f"no rule called {name!r}")

@@ -1,0 +1,121 @@
+"""The alerts page and the firing banner in headless Chromium, against a real InfluxDB.
+
+Rules are created through the form; states come from the real evaluator run over real
+latency points (no event is written by hand).
+"""
+from __future__ import annotations
+
+import socket
+import time
+
+from selenium.webdriver.common.by import By
+
+from alerts.evaluator import AlertEvaluator
+from alerts.history import notification_point
+from alerts.notify import WebhookNotifier
+from alerts.store import RuleStore
+from collector.influx import InfluxWriter
+from metrics_ui.app import UiConfig, create_app
+
+from .conftest import NS, make_points
+
+TIMEOUT = 10
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _fill(dash_duo, values: dict[str, str]) -> None:
+    for key, text in values.items():
+        el = dash_duo.find_element(f"#alerts-{key}")
+        dash_duo.clear_input(el)
+        if text:
+            el.send_keys(text)
+    dash_duo.find_element("#alerts-save").click()
+
+
+def test_alerts_page_creates_edits_mutes_deletes_and_banner_shows_firing(dash_duo, influx_client, tmp_path):
+    rules_path = tmp_path / "alerts" / "rules.json"
+    app = create_app(UiConfig(influx=influx_client.config, refresh_ms=500, alerts_file=rules_path))
+    now = time.time_ns() // NS * NS
+    points, _ = make_points("live-a", now - 20 * NS, 20, seed=3)        # start-to-end ~400 ms
+    influx_client.write(points)
+    dash_duo.start_server(app, port=_free_port())
+    dash_duo.wait_for_text_to_equal("h2", "Runs", timeout=TIMEOUT)
+    dash_duo.find_element(".top a.nav").click()
+    dash_duo.wait_for_contains_text("#alerts-table", "no rules yet", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#alerts-evaluator", "No evaluator has run yet", timeout=TIMEOUT)
+
+    # bad input: a clear reason above the form, nothing saved
+    _fill(dash_duo, {"name": "e2e", "condition": "p99 > 5"})
+    dash_duo.wait_for_contains_text("#alerts-message", "needs a unit: ns, us (or µs), ms or s", timeout=TIMEOUT)
+    _fill(dash_duo, {"condition": "p99 > 1us", "webhook": "file:///etc/passwd"})
+    dash_duo.wait_for_contains_text("#alerts-message", "must start with http:// or https://", timeout=TIMEOUT)
+    assert RuleStore(rules_path).rules() == []
+
+    _fill(dash_duo, {"webhook": "http://127.0.0.1:9/hook", "for": "0s", "window": "5m", "pipeline": "orders"})
+    dash_duo.wait_for_contains_text("#alerts-message", "Created e2e", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#alerts-table", "p99 > 1us", timeout=TIMEOUT)
+    assert "any job · orders · start-to-end" in dash_duo.find_element("#alerts-table").text
+    [rule] = RuleStore(rules_path).rules()
+    assert (rule.name, rule.condition.threshold, rule.pipeline, rule.window_s) == ("e2e", 1000.0, "orders", 300.0)
+    assert dash_duo.find_element("#alerts-banner").text == ""
+
+    # the evaluator (not the UI) finds the rule broken: FIRING, banner on every page
+    with InfluxWriter(influx_client, tmp_path / "spool").start() as writer:
+        notifier = WebhookNotifier(lambda rec: writer.add(notification_point(rec)), max_attempts=2,
+                                   first_backoff_s=0.1).start()
+        ev = AlertEvaluator(RuleStore(rules_path), influx_client, writer, interval_s=3600, notifier=notifier)
+        [(_, tr)] = ev.evaluate_once()
+        assert tr.state == "FIRING" and tr.value > 1e8
+        deadline = time.monotonic() + TIMEOUT
+        while notifier.failed < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        notifier.stop()
+        assert notifier.failed == 1
+        assert writer.flush(timeout=10)
+    dash_duo.wait_for_contains_text("#alerts-banner", "FIRING: e2e", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#alerts-table", "FIRING", timeout=TIMEOUT)
+    dash_duo.find_element(".top a.brand").click()
+    dash_duo.wait_for_text_to_equal("h2", "Runs", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#alerts-banner", "FIRING: e2e", timeout=TIMEOUT)
+    dash_duo.find_element("#alerts-banner a").click()
+
+    # history of the rule: the OK -> FIRING change, and the failed webhook attempt (nothing listens on :9)
+    dash_duo.select_dcc_dropdown("#alerts-history-rule", value="e2e")
+    dash_duo.wait_for_contains_text("#alerts-history", "FIRING", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#alerts-notifications", "failed", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#alerts-table", "FIRING failed", timeout=TIMEOUT)
+
+    # edit: the form is filled from the rule; saving under the same name replaces it
+    dash_duo.find_element("#alerts-table button.button-edit").click()
+    dash_duo._wait_for(lambda d: dash_duo.find_element("#alerts-name").get_attribute("value") == "e2e",
+                       timeout=TIMEOUT, msg="form not filled")
+    assert dash_duo.find_element("#alerts-condition").get_attribute("value") == "p99 > 1us"
+    _fill(dash_duo, {"condition": "p99 > 2us"})
+    dash_duo.wait_for_contains_text("#alerts-message", "Saved e2e", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#alerts-table", "p99 > 2us", timeout=TIMEOUT)
+
+    # mute: no banner; unmute brings it back; delete removes the rule
+    dash_duo.find_element("#alerts-table button.button-mute").click()
+    dash_duo.wait_for_contains_text("#alerts-table", "muted", timeout=TIMEOUT)
+    dash_duo._wait_for(lambda d: dash_duo.find_element("#alerts-banner").text == "", timeout=TIMEOUT,
+                       msg="banner still shown for a muted rule")
+    assert RuleStore(rules_path).get("e2e").muted
+    dash_duo.find_element("#alerts-table button.button-edit").click()          # an edit keeps it muted
+    dash_duo._wait_for(lambda d: dash_duo.find_element("#alerts-name").get_attribute("value") == "e2e",
+                       timeout=TIMEOUT, msg="form not filled")
+    _fill(dash_duo, {"window": "10m"})
+    dash_duo.wait_for_contains_text("#alerts-table", "10m", timeout=TIMEOUT)
+    assert RuleStore(rules_path).get("e2e").muted and RuleStore(rules_path).get("e2e").window_s == 600
+    dash_duo.find_element("#alerts-table button.button-unmute").click()
+    dash_duo.wait_for_contains_text("#alerts-banner", "FIRING: e2e", timeout=TIMEOUT)
+    dash_duo.find_element("#alerts-table button.button-delete").click()
+    dash_duo.wait_for_contains_text("#alerts-table", "no rules yet", timeout=TIMEOUT)
+    assert RuleStore(rules_path).rules() == []
+    dash_duo._wait_for(lambda d: not d.find_elements(By.CSS_SELECTOR, "#alerts-banner .banner"), timeout=TIMEOUT,
+                       msg="banner still shown for a deleted rule")
+    assert dash_duo.get_logs() == []
