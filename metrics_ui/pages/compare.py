@@ -33,9 +33,9 @@ COMPARE_LATENCY = "compare-latency"
 COMPARE_THROUGHPUT = "compare-throughput"
 COMPARE_CPU = "compare-cpu"
 COMPARE_MEMORY = "compare-memory"
-SUMMARY_HEADER = ("run", "label", "started (UTC)", "commit", "offered (events/s)", "throughput (events/s)",
-                  "p50 start-to-end", "p99 start-to-end", "job CPU mean (% of a core)", "job RSS max",
-                  "machine", "against the baseline")
+SUMMARY_HEADER = ("run", "label", "against the baseline", "throughput (events/s)", "p50 start-to-end",
+                  "p99 start-to-end", "offered (events/s)", "job CPU mean (% of a core)", "job RSS max", "commit",
+                  "started (UTC)", "machine")
 STEPS_HEADER = ("step", "run", "events", "p50", "p90", "p95", "p99", "p99.9", "max")
 _MIB = 2**20
 
@@ -99,11 +99,12 @@ def _verdict(base: BenchRun, r: BenchRun, threshold: float) -> html.Span:
 def _summary_row(base: BenchRun, r: BenchRun, threshold: float) -> list:
     e2e = next((s for s in r.steps if s.step == "start-to-end"), None)
     cpu, rss = r.mean(r.cpu, "job"), r.peak(r.rss, "job")
-    return [dcc.Link(r.run, href=f"/run/{quote(r.run, safe='')}"), r.label, _started(r.started_ns),
-            (r.commit[:10] or "?") + (" (dirty)" if r.dirty else ""), f"{r.rate:,}", c.fmt_rate(r.throughput_eps),
-            c.fmt_latency(e2e.p50_ns if e2e else None), c.fmt_latency(e2e.p99_ns if e2e else None),
+    return [dcc.Link(r.run, href=f"/run/{quote(r.run, safe='')}"), r.label, _verdict(base, r, threshold),
+            c.fmt_rate(r.throughput_eps), c.fmt_latency(e2e.p50_ns if e2e else None),
+            c.fmt_latency(e2e.p99_ns if e2e else None), f"{r.rate:,}",
             "—" if cpu is None else f"{cpu:.0f}", "—" if rss is None else f"{rss / _MIB:,.0f} MiB",
-            f"{r.cores} cores, {r.cpu_model}, {r.mem_total_bytes / 2**30:.1f} GiB", _verdict(base, r, threshold)]
+            (r.commit[:10] or "?") + (" (dirty)" if r.dirty else ""), _started(r.started_ns),
+            f"{r.cores} cores, {r.cpu_model}, {r.mem_total_bytes / 2**30:.1f} GiB"]
 
 
 def _step_rows(runs: list[BenchRun]) -> list[list]:
