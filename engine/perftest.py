@@ -28,7 +28,7 @@ from collector.influx import InfluxClient, InfluxConfig, InfluxError
 
 from .bench_record import ProgressSample, RunRecord, StepLatency, write_record
 from .config import Config
-from .fleet import Fleet, Proc, log_tail, signals_ignored, wait_until
+from .fleet import Fleet, Proc, check_alive, log_tail, signals_ignored, wait_until
 from .sysinfo import SessionSampler, machine_info
 
 log = logging.getLogger(__name__)
@@ -168,12 +168,22 @@ def _progress_line(t: float, warmup: float, raw: list[tuple[int, int, int]], sam
     return (f"[{t:5.0f} s {phase:9s}] processed {c1:>11,} ({rate:>9,.0f}/s)  backlog {h1 - c1:>9,}  {procs}")
 
 
+@dataclass
+class _Measured:
+    """What driving the fleet produced, before it becomes a RunRecord."""
+    started_ns: int
+    window_start_ns: int
+    window_end_ns: int
+    raw: list[tuple[int, int, int]]        # (wall ns, processed, ingested) each second
+    processes: list
+    commands: dict[str, list[str]]
+    results_received: int
+    drained: bool
+
+
 def run_bench(spec: BenchSpec, cfg: Config, argv: list[str] | None = None) -> tuple[RunRecord, Path]:
     """Run one performance test; record it; return the record and the JSON file's path."""
-    from .ingress import read_stats
-    from .ingress_log import read_consumed, read_head
     from .metrics_shipper import run_id_for
-    from .tools.receiver import Receiver
 
     spec.validate()
     if not cfg.metrics:
@@ -186,10 +196,55 @@ def run_bench(spec: BenchSpec, cfg: Config, argv: list[str] | None = None) -> tu
         raise RuntimeError(f"{run_dir} exists already: one bench run per second and label")
     (run_dir / "logs").mkdir(parents=True)
     run_id_for(run_dir, run)               # the ingress and the job tag their metrics with it
-    nbbo, orders = ensure_input(state_dir / "bench-data", spec.symbols, spec.messages)
+    files = ensure_input(state_dir / "bench-data", spec.symbols, spec.messages)
     influx = _Influx(state_dir)
+    try:
+        m = _drive(spec, cfg, run, run_dir, files, influx.config.url)
+        events, eps, ingested_eps = window_rates(m.raw, m.window_start_ns)
+        commit, dirty = git_commit()
+        plain = lambda d: {k: str(v) if isinstance(v, Path) else v for k, v in d.items()}  # noqa: E731
+        rec = RunRecord(
+            run=run, label=spec.label, started_ns=m.started_ns, window_start_ns=m.window_start_ns,
+            window_end_ns=m.window_end_ns, git_commit=commit, git_dirty=dirty, rate=spec.rate,
+            duration_s=spec.duration, warmup_s=spec.warmup,
+            command=list(argv) if argv is not None else [Path(sys.argv[0]).name, *sys.argv[1:]],
+            commands=m.commands,
+            config={"bench": plain(asdict(spec)), "job": plain(asdict(cfg)),
+                    "influx": {"url": influx.config.url, "db": influx.config.db},
+                    "drained": m.drained, "input": [str(f) for f in files]},
+            machine=machine_info(), events=events, throughput_eps=round(eps, 1),
+            ingested_eps=round(ingested_eps, 1), results_received=m.results_received,
+            steps=step_latencies(influx.client, run, m.window_start_ns, m.window_end_ns),
+            progress=progress_samples(m.raw), processes=m.processes)
+        path = Path(spec.out) if spec.out else runs_dir / f"{run}.json"
+        try:
+            write_record(rec, path, influx.client)
+        except InfluxError as e:
+            print(f"bench: recording to InfluxDB failed ({e}); the JSON file has the run: {path}",
+                  file=sys.stderr)
+    except (RuntimeError, TimeoutError):
+        print(f"bench: the run's logs are kept in {run_dir / 'logs'}", file=sys.stderr)
+        raise
+    except BaseException:                  # interrupted: nothing worth keeping
+        if not spec.keep:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    finally:
+        influx.close()
+    if not spec.keep:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return rec, path
+
+
+def _drive(spec: BenchSpec, cfg: Config, run: str, run_dir: Path, files: tuple[Path, Path],
+           influx_url: str) -> _Measured:
+    """Start receiver, ingress, job and senders; sample every second; stop them all."""
+    from .ingress import read_stats
+    from .ingress_log import read_consumed, read_head
+    from .tools.receiver import Receiver
+
     started_ns = time.time_ns()
-    fleet = Fleet(run_dir / "logs", cwd=run_dir, env={"MS_INFLUX_URL": influx.config.url})
+    fleet = Fleet(run_dir / "logs", cwd=run_dir, env={"MS_INFLUX_URL": influx_url})
     receiver = Receiver("127.0.0.1", 0, run_dir / "received.bin").start()
     receiver_port = receiver.port
     log_dir = run_dir / "ingress"
@@ -212,7 +267,7 @@ def run_bench(spec: BenchSpec, cfg: Config, argv: list[str] | None = None) -> tu
                    JOB_READY_TIMEOUT, "the job to start its query", fleet.procs, interval=0.5)
         senders = [fleet.spawn(f"send-{stream}", ["send", "--port", ports[stream], "--file", f, "--loop",
                                                    "--rate", spec.rate / 2, "--quiet"])
-                   for stream, f in (("nbbo", nbbo), ("orders", orders))]
+                   for stream, f in zip(("nbbo", "orders"), files)]
         wait_until(lambda: read_consumed(log_dir) > 0, JOB_READY_TIMEOUT, "the job's first commit", fleet.procs)
         print(f"bench {run}: {spec.rate:,} events/s offered; {spec.warmup:g} s warm-up + "
               f"{spec.duration:g} s measured", flush=True)
@@ -220,12 +275,9 @@ def run_bench(spec: BenchSpec, cfg: Config, argv: list[str] | None = None) -> tu
         raw: list[tuple[int, int, int]] = []
         t0 = time.monotonic()
         window_start_ns = None
-        total = spec.warmup + spec.duration
-        for k in range(int(round(total / SAMPLE_EVERY)) + 1):
+        for k in range(int(round((spec.warmup + spec.duration) / SAMPLE_EVERY)) + 1):
             time.sleep(max(0.0, t0 + k * SAMPLE_EVERY - time.monotonic()))
-            for p in fleet.procs:
-                if not p.alive():
-                    raise RuntimeError(f"{p.name} exited with code {p.popen.returncode} (log: {p.log_path})")
+            check_alive(fleet.procs)
             now = time.time_ns()
             if window_start_ns is None and k * SAMPLE_EVERY >= spec.warmup - 1e-6:
                 window_start_ns = now
@@ -233,7 +285,6 @@ def run_bench(spec: BenchSpec, cfg: Config, argv: list[str] | None = None) -> tu
             new = sampler.sample(now)
             if k and k % 5 == 0:
                 print(_progress_line(k * SAMPLE_EVERY, spec.warmup, raw, new), flush=True)
-        window_end_ns = raw[-1][0]
         drained = _stop_input(fleet, senders, ingress, job, log_dir)
         fleet.stop(job, timeout=JOB_STOP_TIMEOUT, leader_only=True)    # ships its last metrics
     except (RuntimeError, TimeoutError):
@@ -245,36 +296,11 @@ def run_bench(spec: BenchSpec, cfg: Config, argv: list[str] | None = None) -> tu
         with signals_ignored():            # a second Ctrl-C must not leave processes behind
             fleet.stop_all()
             receiver.stop()
-    try:
-        events, eps, ingested_eps = window_rates(raw, window_start_ns)
-        commit, dirty = git_commit()
-        rec = RunRecord(
-            run=run, label=spec.label, started_ns=started_ns, window_start_ns=window_start_ns,
-            window_end_ns=window_end_ns, git_commit=commit, git_dirty=dirty, rate=spec.rate,
-            duration_s=spec.duration, warmup_s=spec.warmup,
-            command=list(argv) if argv is not None else [Path(sys.argv[0]).name, *sys.argv[1:]],
-            commands={**{p.name: list(p.argv) for p in fleet.procs},
-                      "receive": ["(in-process) marketspread receive", "--port", str(receiver_port),
-                                  "--out", str(receiver.out_path)]},
-            config={"bench": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(spec).items()},
-                    "job": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()},
-                    "influx": {"url": influx.config.url, "db": influx.config.db},
-                    "drained": drained, "input": [str(nbbo), str(orders)]},
-            machine=machine_info(), events=events, throughput_eps=round(eps, 1),
-            ingested_eps=round(ingested_eps, 1), results_received=receiver.count,
-            steps=step_latencies(influx.client, run, window_start_ns, window_end_ns),
-            progress=progress_samples(raw), processes=sampler.samples)
-        path = Path(spec.out) if spec.out else runs_dir / f"{run}.json"
-        try:
-            write_record(rec, path, influx.client)
-        except InfluxError as e:
-            print(f"bench: recording to InfluxDB failed ({e}); the JSON file has the run: {path}",
-                  file=sys.stderr)
-    finally:
-        influx.close()
-        if not spec.keep:
-            shutil.rmtree(run_dir, ignore_errors=True)
-    return rec, path
+    commands = {p.name: list(p.argv) for p in fleet.procs}
+    commands["receive"] = ["(in-process) marketspread receive", "--host", "127.0.0.1", "--port",
+                           str(receiver_port), "--out", str(receiver.out_path)]
+    return _Measured(started_ns, window_start_ns, raw[-1][0], raw, sampler.samples, commands,
+                     receiver.count, drained)
 
 
 def _stop_input(fleet: Fleet, senders: list[Proc], ingress: Proc, job: Proc, log_dir: Path) -> bool:

@@ -29,11 +29,14 @@ class MachineInfo:
 
 @dataclass(frozen=True)
 class CpuMem:
-    """Cumulative CPU seconds and resident memory of a set of processes at one moment."""
+    """Cumulative CPU seconds per process and the resident memory of a set of processes at one moment."""
     wall_ns: int
-    cpu_s: float                     # user + system, summed over the processes
+    cpu_s: dict[int, float]          # pid -> user + system seconds since it started
     rss_bytes: int
-    processes: int
+
+    @property
+    def processes(self) -> int:
+        return len(self.cpu_s)
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,8 @@ def parse_rss_kb(status_text: str) -> int:
 
 def session_usage(sid: int, wall_ns: int) -> CpuMem:
     """Sum CPU seconds and RSS over the live processes of session `sid`."""
-    cpu, rss, n = 0.0, 0, 0
+    cpu: dict[int, float] = {}
+    rss = 0
     for d in PROC.iterdir():
         if not d.name.isdigit():
             continue
@@ -96,20 +100,23 @@ def session_usage(sid: int, wall_ns: int) -> CpuMem:
             rss_kb = parse_rss_kb((d / "status").read_text())
         except (OSError, ValueError, IndexError):    # gone meanwhile
             continue
-        cpu, rss, n = cpu + cpu_s, rss + rss_kb * 1024, n + 1
-    return CpuMem(wall_ns, cpu, rss, n)
+        cpu[int(d.name)] = cpu_s
+        rss += rss_kb * 1024
+    return CpuMem(wall_ns, cpu, rss)
 
 
 def cpu_percent(prev: CpuMem, cur: CpuMem) -> float:
-    """Return the CPU use between two readings, in % of one core (never negative).
+    """Return the CPU use between two readings, in % of one core.
 
-    A process that ended between the readings takes its CPU seconds with it, so the
-    sum can drop; that interval counts as 0 rather than a negative share.
+    Summed per process: one still there adds what it used since the previous reading, one
+    that started meanwhile all it used; one that ended meanwhile is not seen (its last
+    moments are missed, but it never turns the sum negative).
     """
     dt = (cur.wall_ns - prev.wall_ns) / 1e9
     if dt <= 0:
         return 0.0
-    return max(0.0, 100.0 * (cur.cpu_s - prev.cpu_s) / dt)
+    used = sum(max(0.0, cpu - prev.cpu_s.get(pid, 0.0)) for pid, cpu in cur.cpu_s.items())
+    return 100.0 * used / dt
 
 
 class SessionSampler:

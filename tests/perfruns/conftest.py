@@ -1,4 +1,4 @@
-"""Fixtures of the performance-test-run tests: one real `marketspread bench` run per module."""
+"""Fixtures of the performance-test-run tests: one real `marketspread bench` run per test session."""
 from __future__ import annotations
 
 import json
@@ -35,9 +35,9 @@ class BenchDone:
     state_dir: Path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def bench_db(influxdb):
-    """A database of its own on the test InfluxDB server for the module."""
+    """A database of its own on the test InfluxDB server."""
     client = InfluxClient(InfluxConfig(url=influxdb.url, db="t_perfruns"))
     client.query('DROP DATABASE "t_perfruns"')
     ensure_database(client)
@@ -54,7 +54,7 @@ def run_bench_cli(args: list[str], client: InfluxClient, timeout: float = BENCH_
                           capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def bench_done(bench_db, tmp_path_factory) -> BenchDone:
     """Run one short real performance test (15 s measured at 20,000 events/s)."""
     state = tmp_path_factory.mktemp("bench-state")

@@ -61,16 +61,21 @@ def test_proc_parsing_and_sampling_of_this_session():
     sid, cpu = parse_stat("123 (a b) c) S 1 2 7 0 0 0 0 0 0 0 250 50 0 0 20 0 1 0 5 0 0")
     assert sid == 7 and cpu == pytest.approx(300 / os.sysconf("SC_CLK_TCK"))
     assert parse_rss_kb("Name:\tx\nVmRSS:\t  1234 kB\n") == 1234 and parse_rss_kb("Name:\tkthread\n") == 0
-    assert cpu_percent(CpuMem(0, 1.0, 0, 1), CpuMem(2_000_000_000, 2.0, 0, 1)) == 50.0
-    assert cpu_percent(CpuMem(0, 2.0, 0, 1), CpuMem(1_000_000_000, 1.0, 0, 1)) == 0.0   # a process ended
+    assert cpu_percent(CpuMem(0, {1: 1.0}, 0), CpuMem(2_000_000_000, {1: 2.0}, 0)) == 50.0
+    # 2 ended (its seconds leave the sum), 3 started: 1 used 0.5 s, 3 used 0.25 s
+    before, after = CpuMem(0, {1: 1.0, 2: 9.0}, 0), CpuMem(1_000_000_000, {1: 1.5, 3: 0.25}, 0)
+    assert cpu_percent(before, after) == 75.0 and after.processes == 2
 
     sampler = SessionSampler({"me": os.getsid(0)})
-    assert sampler.sample(time.time_ns()) == []                       # the first reading is the baseline
+    t0 = time.time_ns()
+    assert sampler.sample(t0) == []                                   # the first reading is the baseline
     deadline = time.process_time() + 0.2
     while time.process_time() < deadline:
         pass
-    (s,) = sampler.sample(time.time_ns())
-    assert s.name == "me" and s.cpu_percent > 10 and s.rss_bytes > 10 * 2**20 and s.processes >= 1
+    t1 = time.time_ns()
+    (s,) = sampler.sample(t1)
+    cpu_seconds = s.cpu_percent / 100 * (t1 - t0) / 1e9               # whatever the machine's load
+    assert s.name == "me" and cpu_seconds >= 0.15 and s.rss_bytes > 10 * 2**20 and s.processes >= 1
 
 
 def test_record_round_trips_through_json_and_encodes_as_points():
