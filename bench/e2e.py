@@ -36,9 +36,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.fleet import (Fleet, Proc, check_alive, log_tail, session_members,  # noqa: E402,F401
-                          signals_ignored, wait_until)
 from engine.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE  # noqa: E402
+from engine.fleet import Fleet, Proc, check_alive, log_tail, signals_ignored, wait_until  # noqa: E402
 from engine.ingress import read_stats  # noqa: E402
 from engine.ingress_log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head  # noqa: E402
 from engine.results import read_committed  # noqa: E402

@@ -39,7 +39,6 @@ JOB_READY_TIMEOUT = 240.0          # JVM start, session, first query plan
 DRAIN_TIMEOUT = 60.0               # job catching up with the log after the senders stop
 JOB_STOP_TIMEOUT = 90.0
 SAMPLE_EVERY = 1.0
-STEPS = ("ingress", "source", "check_market_data", "sink", "start-to-end")
 _LABEL = re.compile(r"^[^\x00-\x1f]{1,80}$")
 
 
@@ -126,11 +125,11 @@ class _Influx:
 
 def step_latencies(client: InfluxClient, run: str, start_ns: int, end_ns: int) -> list[StepLatency]:
     """Merge each step's histograms of the window from InfluxDB into percentiles."""
-    from metrics_ui.data import MetricsStore, _step_rank
+    from metrics_ui.data import MetricsStore
     from metrics_ui.ranges import TimeRange
     store = MetricsStore(client)
     out = []
-    for step in sorted(store.steps(run), key=_step_rank):
+    for step in store.steps(run):           # in pipeline order
         h = store.step_histogram(run, step, TimeRange(start_ns, end_ns))
         if not h.total_count:
             continue
