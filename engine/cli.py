@@ -70,6 +70,11 @@ def _cmd_demo(args) -> int:
                     ui_port=args.ui_port)
 
 
+def _cmd_bench(args) -> int:
+    from .perftest import run_cli
+    return run_cli(args, config_from(args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser with every subcommand."""
     parser = argparse.ArgumentParser(prog="marketspread", description=__doc__)
@@ -108,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--symbols", type=int, default=350)
     p.add_argument("--ui-port", type=int, default=8050, help="dashboard port (default 8050)")
     p.set_defaults(func=_cmd_demo)
+
+    from . import perftest
+    p = sub.add_parser("bench", help="performance test: run everything at a rate, record figures for comparison")
+    _add_common(p)
+    perftest.add_arguments(p)
+    p.set_defaults(func=_cmd_bench)
 
     from collector import influx_server
     p = sub.add_parser("influxdb", help="run the project's own InfluxDB server (start|stop|status)")

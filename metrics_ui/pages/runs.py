@@ -25,7 +25,8 @@ RUNS_HEADER = ("run", "status", "start (UTC)", "duration", "events", "throughput
 def layout(**_query) -> html.Div:
     """Return the runs page (data arrives with the first interval tick)."""
     return html.Div([
-        html.H2("Runs"),
+        html.Div([html.H2("Runs"), dcc.Link("compare performance-test runs", href="/compare", id="runs-compare")],
+                 className="page-head"),
         html.Div(id=RUNS_BANNER),
         html.Div(c.table(RUNS_HEADER, [], empty="loading…"), id=RUNS_TABLE),
         dcc.Interval(id=RUNS_INTERVAL, interval=current_app.config["MS_UI"].refresh_ms, n_intervals=0),

@@ -1,0 +1,105 @@
+"""The compare page in a real headless Chromium: a real bench run beside a slower one, flagged."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from selenium.webdriver.common.keys import Keys
+
+from collector.aggregate import IntervalHistogram
+from collector.histogram import LatencyHistogram
+from collector.influx_server import free_port
+from collector.points import latency_point
+from engine.bench_record import ProgressSample, RunRecord, StepLatency, write_record
+from engine.sysinfo import ProcessSample
+from metrics_ui.app import UiConfig, create_app
+
+TIMEOUT = 15
+NS = 1_000_000_000
+
+
+def _slower_copy(base: RunRecord, client, path) -> RunRecord:
+    """Record a run with half the throughput and a median latency twice the real p99, through the bench's own recorder.
+
+    Its start-to-end histograms go into `latency` like the job's, so the page merges them the same way.
+    """
+    base_e2e = base.step("start-to-end")
+    rng = np.random.default_rng(7)
+    hist = LatencyHistogram()
+    points = []
+    for t in range(base.window_start_ns // NS * NS, base.window_end_ns, NS):
+        h = LatencyHistogram.from_values(rng.lognormal(np.log(2 * base_e2e.p99_ns), 0.3, 2000).astype(np.int64))
+        hist.add(h)
+        points.append(latency_point(IntervalHistogram("slow-run", "orders", "start-to-end", "host/p0", t, NS, h)))
+    client.write(points)
+    p = hist.percentiles((50.0, 90.0, 95.0, 99.0, 99.9))
+    e2e = StepLatency("start-to-end", hist.total_count, p[50.0], p[90.0], p[95.0], p[99.0], p[99.9], hist.max,
+                      hist.mean)
+    rec = replace(base, run="slow-run", label="slow", started_ns=base.started_ns + NS,
+                  throughput_eps=base.throughput_eps / 2, events=base.events // 2,
+                  steps=[s for s in base.steps if s.step != "start-to-end"] + [e2e],
+                  progress=[ProgressSample(s.time_ns, s.processed // 2, s.ingested, s.processed_eps / 2,
+                                           s.ingested_eps) for s in base.progress],
+                  processes=[ProcessSample(s.name, s.time_ns, s.cpu_percent * 1.5, s.rss_bytes * 2, s.processes)
+                             for s in base.processes])
+    write_record(rec, path, client)
+    return rec
+
+
+def _trace_count(dash_duo, graph_id: str) -> int:
+    return dash_duo.driver.execute_script(
+        "const gd = document.querySelector('#' + arguments[0] + ' .js-plotly-plot');"
+        "return gd && gd._fullData ? gd._fullData.filter(t => (t.y || []).length > 0).length : 0;", graph_id)
+
+
+def _axis_titles(dash_duo, graph_id: str) -> list[str]:
+    return dash_duo.driver.execute_script(
+        "const gd = document.querySelector('#' + arguments[0] + ' .js-plotly-plot');"
+        "return [gd._fullLayout.xaxis.title.text, gd._fullLayout.yaxis.title.text];", graph_id)
+
+
+def test_compare_page_shows_runs_side_by_side_and_flags_the_regression(dash_duo, bench_done, bench_db, tmp_path):
+    base = bench_done.record
+    slow = _slower_copy(base, bench_db, tmp_path / "slow.json")
+    assert slow.step("start-to-end").p99_ns > 1.05 * base.step("start-to-end").p99_ns
+    app = create_app(UiConfig(influx=bench_db.config, refresh_ms=1000))
+    dash_duo.start_server(app, port=free_port())
+
+    # the runs page links to the compare page
+    dash_duo.wait_for_element("#runs-compare", timeout=TIMEOUT)
+    dash_duo.wait_for_page(f"{dash_duo.server_url}/compare?runs={base.run},slow-run", timeout=TIMEOUT)
+
+    dash_duo.wait_for_contains_text("#compare-summary", "REGRESSION", timeout=TIMEOUT)
+    rows = dash_duo.find_elements("#compare-summary-table tbody tr")
+    assert [r.find_element("css selector", "td").text for r in rows] == [base.run, "slow-run"]
+    assert "baseline" in rows[0].text
+    assert "p99" in rows[1].text and "throughput 50.0% worse" in rows[1].text
+    assert f"{base.throughput_eps:,.0f}" in rows[0].text and base.machine.cpu_model in rows[0].text
+
+    steps = dash_duo.find_element("#compare-steps-table").text
+    assert "start-to-end" in steps and "base" in steps and "slow" in steps and "check_market_data" in steps
+
+    # overlays: one latency curve per run; throughput, CPU and memory per run (and process tree)
+    dash_duo._wait_for(lambda _d: _trace_count(dash_duo, "compare-latency") == 2, timeout=TIMEOUT,
+                       msg="two latency curves")
+    assert _trace_count(dash_duo, "compare-throughput") == 2
+    assert _trace_count(dash_duo, "compare-cpu") == 4 and _trace_count(dash_duo, "compare-memory") == 4
+    assert _axis_titles(dash_duo, "compare-latency") == ["percentile", "latency (ms)"]
+    assert _axis_titles(dash_duo, "compare-memory")[1] == "RSS (MiB)"
+    assert "s)" in _axis_titles(dash_duo, "compare-cpu")[0]
+
+    # a looser threshold: the same runs are within it
+    box = dash_duo.find_element("#compare-threshold")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys("500", Keys.ENTER)
+    dash_duo.wait_for_contains_text("#compare-summary", "ok (within 500.0%)", timeout=TIMEOUT)
+    assert "REGRESSION" not in dash_duo.find_element("#compare-summary").text
+    assert "threshold=500" in dash_duo.find_element("#compare-link").get_attribute("href")
+
+    # a bad threshold and an unknown run give clear banners, not errors
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys("-3", Keys.ENTER)
+    dash_duo.wait_for_contains_text("#compare-banner", "threshold", timeout=TIMEOUT)
+    dash_duo.wait_for_page(f"{dash_duo.server_url}/compare?runs={base.run},no-such-run", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#compare-banner", "no recorded run named no-such-run", timeout=TIMEOUT)
+    assert dash_duo.get_logs() == []
