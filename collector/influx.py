@@ -123,6 +123,9 @@ class InfluxError(RuntimeError):
 class Point(NamedTuple):
     """One line-protocol point; `time_ns` is nanoseconds since the epoch.
 
+    `rp` names the retention policy the point belongs to (None: the one the writer is
+    given, else the database's default), so one batch can carry 1-s points and rollups.
+
     >>> encode_lines([Point("cpu", {"host": "a b"}, {"v": 1, "ok": True}, 10)])
     b'cpu,host=a\\\\ b v=1i,ok=true 10\\n'
     """
@@ -130,6 +133,17 @@ class Point(NamedTuple):
     tags: Mapping[str, str]
     fields: Mapping[str, int | float | str | bool]
     time_ns: int
+    rp: str | None = None
+
+
+def split_by_rp(points: Sequence[Point], rp: str | None) -> dict[str | None, list[Point]]:
+    """Group points by retention policy: their own `rp`, else `rp`; order kept within a group."""
+    if all(p.rp is None or p.rp == rp for p in points):
+        return {rp: list(points)}
+    out: dict[str | None, list[Point]] = {}
+    for p in points:
+        out.setdefault(p.rp or rp, []).append(p)
+    return out
 
 
 _MEASUREMENT_ESC = str.maketrans({",": r"\,", " ": r"\ "})
@@ -361,6 +375,10 @@ class InfluxClient:
 
     def write(self, points: Iterable[Point], rp: str | None = None, db: str | None = None) -> int:
         """Write points in requests of up to 5000 lines; return the number of lines sent."""
+        points = list(points)
+        groups = split_by_rp(points, rp)
+        if len(groups) > 1 or rp not in groups:
+            return sum(self.write(g, r, db) for r, g in groups.items())
         n, batch = 0, []
         for p in points:
             batch.append(p)
@@ -709,6 +727,11 @@ class InfluxWriter:
         """
         pts = [points] if isinstance(points, Point) else list(points)
         if not pts:
+            return
+        groups = split_by_rp(pts, rp)
+        if len(groups) > 1 or rp not in groups:
+            for r, g in groups.items():
+                self.add(g, r)
             return
         spill: list[tuple[str | None, list[Point]]] = []      # oldest first
         with self._lock:
