@@ -16,12 +16,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
-from collector.bins import WALLAROO_UI_BINS_NS, UiBin, ui_labels
+from collector.bins import WALLAROO_UI_BINS_NS, UiBin, ui_bins
 from collector.codec import decode
 from collector.histogram import LatencyHistogram, SparseCounts
-from collector.influx import InfluxClient, InfluxError
+from collector.influx import RP_ROLLUP, InfluxClient, InfluxError
+from collector.points import INTERVAL_TAG, interval_label
 
 from .ranges import NS, TimeRange, anchor_ns, format_time, is_live
+from .resolution import ROLLUPS_S, aligned_span, bucket_of, rollups_up_to, subtract
 
 LATENCY = "latency"
 START_TO_END = "start-to-end"
@@ -143,6 +145,7 @@ class MetricsStore:
 
     def __init__(self, client: InfluxClient):
         self.client = client
+        self._rollups = True
 
     # -- helpers
 
@@ -157,27 +160,70 @@ class MetricsStore:
             params.update(start=format_time(rng.start_ns), end=format_time(rng.end_ns))
         return " AND ".join(clauses), params
 
+    def _blocks(self, run: str, rng: TimeRange, fields: Sequence[str], top_s: int, **tags: str | None
+                ) -> dict[SeriesKey, list[tuple[int, list]]]:
+        """Return {series: [(interval start ns, field values)]} covering the range exactly.
+
+        Rollups no coarser than `top_s` are read first, coarse to fine; what they leave is
+        read from the 1-s points (metrics_ui/resolution.py). One request per length.
+        """
+        where, params = self._where(run, None, **tags)
+        cols = ", ".join(f'"{f}"' for f in fields)
+        out: dict[SeriesKey, list[tuple[int, list]]] = defaultdict(list)
+        gaps = [rng]
+        for size_s in rollups_up_to(top_s) if self._rollups else ():
+            size_ns = size_s * NS
+            spans = [sp for sp in (aligned_span(g, size_ns) for g in gaps) if sp is not None]
+            if not spans:
+                continue
+            p = dict(params, interval=interval_label(size_ns))
+            present = set()
+            try:
+                series = self._query_spans(f'SELECT {cols} FROM "{RP_ROLLUP}"."{LATENCY}" '
+                                           f'WHERE {where} AND "{INTERVAL_TAG}" = $interval', spans, p)
+            except InfluxError as e:
+                if e.status is None:
+                    raise
+                self._rollups = False      # a database without the rollup policy: 1-s points only
+                break
+            for key, rows in series:
+                out[key].extend((int(r[0]), r[1:]) for r in rows)
+                present.update(int(r[0]) for r in rows)
+            gaps = subtract(gaps, size_ns, present)
+            if not gaps:
+                return out
+        for key, rows in self._query_spans(f'SELECT {cols} FROM "{LATENCY}" WHERE {where}', gaps, params):
+            out[key].extend((int(r[0]), r[1:]) for r in rows)
+        return out
+
+    def _query_spans(self, select: str, spans: Sequence[TimeRange], params: dict
+                     ) -> list[tuple[SeriesKey, list]]:
+        """Run `select` once per span (one request) and return (series, rows) of every statement."""
+        if not spans:
+            return []
+        stmts, p = [], dict(params)
+        for i, sp in enumerate(spans):
+            stmts.append(f'{select} AND time >= $s{i} AND time < $e{i} GROUP BY "step", "pipeline", "worker"')
+            p[f"s{i}"], p[f"e{i}"] = format_time(sp.start_ns), format_time(sp.end_ns)
+        return [(SeriesKey(s.tags.get("step", ""), s.tags.get("pipeline", ""), s.tags.get("worker", "")), s.values)
+                for s in self.client.query("; ".join(stmts), p)]
+
     def _counts(self, run: str, rng: TimeRange, interval_s: int, **tags: str | None
                 ) -> dict[SeriesKey, list[tuple[int, int]]]:
         """Return {series: [(bucket start ns, events)]} summed per `interval_s` bucket."""
-        where, params = self._where(run, rng, **tags)
-        out: dict[SeriesKey, list[tuple[int, int]]] = {}
-        q = (f'SELECT sum("count") FROM "{LATENCY}" WHERE {where} '
-             f'GROUP BY time({int(interval_s)}s), "step", "pipeline", "worker" fill(none)')
-        for s in self.client.query(q, params):
-            key = SeriesKey(s.tags.get("step", ""), s.tags.get("pipeline", ""), s.tags.get("worker", ""))
-            out[key] = [(int(t), int(v)) for t, v in s.values if v is not None]
+        out = {}
+        for key, rows in self._blocks(run, rng, ("count",), interval_s, **tags).items():
+            buckets: dict[int, int] = defaultdict(int)
+            for t, (count,) in rows:
+                if count is not None:
+                    buckets[bucket_of(t, interval_s)] += int(count)
+            out[key] = sorted(buckets.items())
         return out
 
     def _histograms(self, run: str, rng: TimeRange, **tags: str | None) -> dict[SeriesKey, LatencyHistogram]:
-        """Return each series' histogram merged over the range."""
-        where, params = self._where(run, rng, **tags)
-        q = f'SELECT "hdr" FROM "{LATENCY}" WHERE {where} GROUP BY "step", "pipeline", "worker"'
-        out = {}
-        for s in self.client.query(q, params):
-            key = SeriesKey(s.tags.get("step", ""), s.tags.get("pipeline", ""), s.tags.get("worker", ""))
-            out[key] = merge_blobs(v[1] for v in s.values)
-        return out
+        """Return each series' histogram merged over the range (rollups where they exist)."""
+        return {key: merge_blobs(r[0] for _, r in rows)
+                for key, rows in self._blocks(run, rng, ("hdr",), ROLLUPS_S[0], **tags).items()}
 
     # -- runs
 
@@ -197,15 +243,14 @@ class MetricsStore:
             return []
         where = '"run" = $run' if only is not None else "time > 0"
         params = {"run": only} if only is not None else None
-        first, last, events = {}, {}, {}
-        q = (f'SELECT first("count") FROM "{LATENCY}" WHERE {where} GROUP BY "run"; '
-             f'SELECT last("count") FROM "{LATENCY}" WHERE {where} GROUP BY "run"; '
-             f'SELECT sum("count") FROM "{LATENCY}" WHERE {where} AND "step" = \'{START_TO_END}\' GROUP BY "run"')
-        for s in self.client.query(q, params):
-            run = s.tags.get("run", "")
-            col = s.columns[1]
-            for t, v in s.values:
-                {"first": first, "last": last, "sum": events}[col][run] = v if col == "sum" else int(t)
+        # first and last point per run: LIMIT 1 reads one block per series, not the whole run
+        first: dict[str, int] = {}
+        last: dict[str, int] = {}
+        for order, found in (("ASC", first), ("DESC", last)):
+            q = f'SELECT "count" FROM "{LATENCY}" WHERE {where} GROUP BY "run" ORDER BY time {order} LIMIT 1'
+            for s in self.client.query(q, params):
+                for t, _ in s.values[:1]:
+                    found[s.tags.get("run", "")] = int(t)
         bp = self._backpressure(only)
         failed = self._failed_runs(only)
         out = []
@@ -213,6 +258,9 @@ class MetricsStore:
             if run not in first:
                 continue
             live = is_live(last[run], now_ns)
+            whole = self._blocks(run, TimeRange(first[run], last[run] + NS), ("count",), ROLLUPS_S[0],
+                                 step=START_TO_END)
+            events = sum(int(c or 0) for rows in whole.values() for _, (c,) in rows)
             window = TimeRange(max(first[run], last[run] + NS - RUN_SUMMARY_WINDOW_NS), last[run] + NS)
             recent = self._histograms(run, window, step=START_TO_END)
             hist = LatencyHistogram()
@@ -220,7 +268,7 @@ class MetricsStore:
                 hist.add(h)
             eps = hist.total_count / window.seconds if hist.total_count else None
             status = "failed" if run in failed else ("live" if live else "finished")
-            out.append(RunInfo(run, first[run], last[run], live, status, int(events.get(run) or 0), eps,
+            out.append(RunInfo(run, first[run], last[run], live, status, events, eps,
                                hist.value_at_percentile(99.0) if hist.total_count else None, bp.get(run)))
         return sorted(out, key=lambda r: r.last_ns, reverse=True)
 
@@ -287,16 +335,17 @@ class MetricsStore:
                        self._percentiles_over_time(run, rng, interval_s, START_TO_END), interval_s)
 
     def _percentiles_over_time(self, run: str, rng: TimeRange, interval_s: int, step: str) -> list[TimeSeries]:
-        where, params = self._where(run, rng, step=step)
-        q = (f'SELECT max("p50") AS p50, max("p99") AS p99, max("p999") AS p999 FROM "{LATENCY}" '
-             f'WHERE {where} GROUP BY time({int(interval_s)}s) fill(none)')
-        series = self.client.query(q, params)
-        if not series:
-            return []
-        s = series[0]
-        return [TimeSeries(name, tuple(int(r[0]) for r in s.values if r[i] is not None),
-                           tuple(float(r[i]) for r in s.values if r[i] is not None))
-                for i, name in enumerate(s.columns) if name != "time"]
+        """Return p50/p99/p99.9 per bucket: the max over the workers' (and finer intervals') values."""
+        names = ("p50", "p99", "p999")
+        worst: dict[str, dict[int, float]] = {n: {} for n in names}
+        for rows in self._blocks(run, rng, names, interval_s, step=step).values():
+            for t, values in rows:
+                b = bucket_of(t, interval_s)
+                for n, v in zip(names, values):
+                    if v is not None and v > worst[n].get(b, -1):
+                        worst[n][b] = float(v)
+        return [TimeSeries(n, tuple(sorted(worst[n])), tuple(worst[n][t] for t in sorted(worst[n])))
+                for n in names if worst[n]]
 
     def step_histogram(self, run: str, step: str, rng: TimeRange, pipeline: str | None = None,
                        worker: str | None = None) -> LatencyHistogram:
@@ -307,19 +356,24 @@ class MetricsStore:
         return hist
 
     def bins(self, run: str, step: str, rng: TimeRange) -> list[UiBin]:
-        """Return the Wallaroo UI bins of a step over a range, summed by InfluxDB."""
-        where, params = self._where(run, rng, step=step)
-        sums = ", ".join(f'sum("{f}") AS "{f}"' for f in BIN_FIELDS)
-        series = self.client.query(f'SELECT {sums} FROM "{LATENCY}" WHERE {where}', params)
-        row = dict(zip(series[0].columns, series[0].values[0])) if series and series[0].values else {}
-        counts = [int(row.get(f) or 0) for f in BIN_FIELDS]
-        total = sum(counts)
-        return [UiBin(label, c, 100.0 * c / total if total else 0.0) for label, c in zip(ui_labels(), counts)]
+        """Return the Wallaroo UI bins of a step over a range (from its merged histogram: exact)."""
+        return ui_bins(self.step_histogram(run, step, rng))
 
-    def step_view(self, run: str, step: str, rng: TimeRange, interval_s: int) -> StepView:
-        """Return the step page's data for one step of a run over a range."""
-        hists = self._histograms(run, rng, step=step)
-        counts = self._counts(run, rng, interval_s, step=step)
+    def step_filters(self, run: str, step: str) -> tuple[list[str], list[str]]:
+        """Return the pipelines and workers a step of a run has data for."""
+        series = self.client.query(f'SHOW TAG VALUES FROM "{LATENCY}" WITH KEY IN ("pipeline", "worker") '
+                                   'WHERE "run" = $run AND "step" = $step', {"run": run, "step": step})
+        found: dict[str, set[str]] = {"pipeline": set(), "worker": set()}
+        for s in series:
+            for key, value in s.values:
+                found.setdefault(key, set()).add(value)
+        return sorted(found["pipeline"]), sorted(found["worker"])
+
+    def step_view(self, run: str, step: str, rng: TimeRange, interval_s: int, pipeline: str | None = None,
+                  worker: str | None = None) -> StepView:
+        """Return the step page's data for one step of a run over a range (optionally one pipeline/worker)."""
+        hists = self._histograms(run, rng, step=step, pipeline=pipeline, worker=worker)
+        counts = self._counts(run, rng, interval_s, step=step, pipeline=pipeline, worker=worker)
         total = LatencyHistogram()
         by_worker: dict[str, LatencyHistogram] = defaultdict(LatencyHistogram)
         for k, h in hists.items():
@@ -331,7 +385,7 @@ class MetricsStore:
                 worker_rates[k.worker][t] += v
         workers = [group_stats(w, by_worker[w], [v / interval_s for v in worker_rates[w].values()])
                    for w in sorted(by_worker)]
-        return StepView(total.total_count, self.bins(run, step, rng), total,
+        return StepView(total.total_count, ui_bins(total), total,
                         total.percentiles(WALLAROO_PERCENTILES), _rate_series(counts, lambda k: k.pipeline, interval_s),
                         workers, interval_s)
 

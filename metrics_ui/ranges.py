@@ -96,11 +96,3 @@ def resolve_range(choice: str | None, anchor: int, custom_from: str | None = Non
         return TimeRange(start, end)
     seconds = RANGES.get(choice or DEFAULT_RANGE, RANGES[DEFAULT_RANGE])[1]
     return TimeRange(anchor - seconds * NS, anchor)
-
-
-def group_interval_s(rng: TimeRange, max_points: int = 400) -> int:
-    """Return a GROUP BY time() interval (s) giving at most about `max_points` points."""
-    for s in (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400):
-        if rng.seconds / s <= max_points:
-            return s
-    return 86400

@@ -11,7 +11,8 @@ from collector.influx import InfluxError
 
 from metrics_ui import components as c
 from metrics_ui import figures
-from metrics_ui.ranges import group_interval_s, resolve_range
+from metrics_ui.ranges import resolve_range
+from metrics_ui.resolution import bucket_s
 
 dash.register_page(__name__, path_template="/run/<run_id>", title="Run · Market Spread metrics", name="Run")
 
@@ -69,7 +70,7 @@ def refresh_job(_n, choice, custom_from, custom_to, run):
             rng = resolve_range(choice, info.anchor_ns(now), custom_from, custom_to)
         except ValueError as e:
             return keep + [c.warning_banner(str(e)), not info.live]
-        view = store.job_view(run, rng, group_interval_s(rng))
+        view = store.job_view(run, rng, bucket_s(rng))
     except InfluxError as e:
         return keep + [c.influx_error_banner(e), False]
     step_rows = c.stats_rows(view.steps)

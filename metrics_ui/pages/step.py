@@ -13,7 +13,8 @@ from collector.influx import InfluxError
 from metrics_ui import components as c
 from metrics_ui import figures
 from metrics_ui.export import export_url
-from metrics_ui.ranges import group_interval_s, resolve_range
+from metrics_ui.ranges import resolve_range
+from metrics_ui.resolution import bucket_s
 
 dash.register_page(__name__, path_template="/step/<run_id>/<step>", title="Step · Market Spread metrics",
                    name="Step")
@@ -78,7 +79,7 @@ def refresh_step(_n, choice, custom_from, custom_to, key):
             rng = resolve_range(choice, info.anchor_ns(now), custom_from, custom_to)
         except ValueError as e:
             return keep + [c.warning_banner(str(e)), not info.live]
-        view = store.step_view(run, step, rng, group_interval_s(rng))
+        view = store.step_view(run, step, rng, bucket_s(rng))
     except InfluxError as e:
         return keep + [c.influx_error_banner(e), False]
     p = view.percentiles

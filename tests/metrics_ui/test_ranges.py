@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from metrics_ui.figures import curve_levels
-from metrics_ui.ranges import (NS, TimeRange, anchor_ns, check_name, format_time, group_interval_s, is_live,
+from metrics_ui.ranges import (NS, TimeRange, anchor_ns, check_name, format_time, is_live,
                                parse_time, resolve_range)
 
 
@@ -35,12 +35,6 @@ def test_relative_ranges_end_at_now_when_live_and_at_the_run_end_when_finished()
         resolve_range("custom", now, None, None)
     with pytest.raises(ValueError, match="after the start"):
         resolve_range("custom", now, str(now), str(now - 1))
-
-
-def test_group_interval_keeps_charts_small():
-    assert group_interval_s(TimeRange(0, 300 * NS)) == 1
-    assert group_interval_s(TimeRange(0, 3600 * NS)) == 10
-    assert group_interval_s(TimeRange(0, 86400 * NS)) == 300
 
 
 def test_check_name():
