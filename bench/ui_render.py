@@ -21,6 +21,7 @@ histograms (lognormal latencies, `--events-per-s` events each +-20 %), so a 10-m
 
     .venv/bin/python bench/ui_render.py                  # 24 h x 10 series, ~10 min
     .venv/bin/python bench/ui_render.py --hours 1        # a quick look
+    .venv/bin/python bench/ui_render.py --state-dir /tmp/ui24  # keep the data; run again to re-time only
 
 Writes bench/results/ui_render.json. Never fails on a timing.
 """
@@ -210,21 +211,30 @@ def main(argv=None) -> int:
     ap.add_argument("--events-per-s", type=int, default=2000, help="events per series and second")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--state-dir", type=Path, default=None,
+                    help="keep InfluxDB's data here; a later run with the same folder re-times without writing")
     args = ap.parse_args(argv)
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="ui-render-") as tmp:
-        server = InfluxServer(Path(tmp), port=0)
+        state = args.state_dir or Path(tmp)
+        done = state / "written.json"
+        server = InfluxServer(state, port=0)
         server.start()
         try:
             config = InfluxConfig(url=server.url, db="bench_ui")
             client = InfluxClient(config)
-            ensure_database(client)
-            seconds = int(args.hours * 3600)
-            start = (time.time_ns() // NS - seconds) * NS
-            print(f"writing {seconds:,} s x {args.series} series to {server.url} ...", flush=True)
-            written = generate(client, start, seconds, args.series, args.events_per_s, args.seed)
-            print(f"written: {written}", flush=True)
-            time.sleep(12)                       # the run is finished (no point in the last 10 s)
+            if done.exists():
+                written = json.loads(done.read_text())
+                print(f"re-using the run written earlier in {state}: {written}", flush=True)
+            else:
+                ensure_database(client)
+                seconds = int(args.hours * 3600)
+                start = (time.time_ns() // NS - seconds) * NS
+                print(f"writing {seconds:,} s x {args.series} series to {server.url} ...", flush=True)
+                written = generate(client, start, seconds, args.series, args.events_per_s, args.seed)
+                done.write_text(json.dumps(written))
+                print(f"written: {written}", flush=True)
+                time.sleep(12)                   # the run is finished (no point in the last 10 s)
             pages = measure(config, args.repeat)
         finally:
             server.stop()

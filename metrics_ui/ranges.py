@@ -73,6 +73,32 @@ def check_name(value: str, what: str) -> str:
     return value
 
 
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?$")
+
+
+def picker_time(date: str | None, clock: str | None, what: str) -> str | None:
+    """Turn the picker's date (YYYY-MM-DD) and UTC time of day (HH:MM[:SS[.f]]) into RFC 3339.
+
+    None when no date is picked; a time alone is refused. Raise ValueError with a reason.
+    """
+    clock = (clock or "").strip()
+    if not date:
+        if clock:
+            raise ValueError(f"custom range: pick a {what} date for the time {clock[:20]!r}")
+        return None
+    date = str(date)[:10]
+    if not _DATE.match(date):
+        raise ValueError(f"custom range: {what} date {date!r} is not YYYY-MM-DD")
+    m = _CLOCK.match(clock or "00:00")
+    if not m or int(m.group(1)) > 23 or int(m.group(2)) > 59 or int(m.group(3) or 0) > 59:
+        raise ValueError(f"custom range: {what} time {clock[:20]!r} is not HH:MM or HH:MM:SS (UTC)")
+    frac = f".{m.group(4)}" if m.group(4) else ""
+    text = f"{date}T{int(m.group(1)):02d}:{m.group(2)}:{m.group(3) or '00'}{frac}Z"
+    parse_time(text)                              # a real day of the calendar, 1970..2100
+    return text
+
+
 def is_live(last_ns: int, now_ns: int) -> bool:
     """Return whether a run whose last point is at `last_ns` is still live at `now_ns`."""
     return now_ns - last_ns < LIVE_AFTER_NS
@@ -88,7 +114,7 @@ def resolve_range(choice: str | None, anchor: int, custom_from: str | None = Non
     """Turn the picker's choice (and custom times) into a TimeRange; raise ValueError with a reason."""
     if choice == RANGE_CUSTOM:
         if not custom_from:
-            raise ValueError("custom range: enter a start time (RFC 3339 or ns)")
+            raise ValueError("custom range: pick a start date and time")
         start = parse_time(custom_from)
         end = parse_time(custom_to) if custom_to else anchor
         if end <= start:

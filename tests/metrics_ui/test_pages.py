@@ -33,7 +33,7 @@ def _wait_traces(dash_duo, graph_id: str) -> list[dict]:
 
 
 def test_pages_show_runs_refresh_live_and_plot_steps(dash_duo, ui_app, ui_data, influx_client):
-    dash_duo.start_server(ui_app)
+    dash_duo.start_server(ui_app, port=_free_port())
 
     # runs page: both runs, live and finished, linked
     dash_duo.wait_for_contains_text("#runs-table", ui_data.live_run, timeout=TIMEOUT)
@@ -82,7 +82,7 @@ def test_pages_show_runs_refresh_live_and_plot_steps(dash_duo, ui_app, ui_data, 
 
 
 def test_finished_run_stays_viewable(dash_duo, ui_app, ui_data):
-    dash_duo.start_server(ui_app)
+    dash_duo.start_server(ui_app, port=_free_port())
     dash_duo.driver.get(dash_duo.server_url + f"/step/{ui_data.done_run}/start-to-end")
     total = ui_data.done_totals["start-to-end"]
     dash_duo.wait_for_contains_text("#step-summary", f"{total:,} events", timeout=TIMEOUT)
@@ -91,7 +91,7 @@ def test_finished_run_stays_viewable(dash_duo, ui_app, ui_data):
 
 
 def test_unknown_run_shows_empty_state(dash_duo, ui_app, ui_data):
-    dash_duo.start_server(ui_app)
+    dash_duo.start_server(ui_app, port=_free_port())
     dash_duo.driver.get(dash_duo.server_url + "/run/no-such-run")
     dash_duo.wait_for_contains_text("#job-summary", "no data yet for this run", timeout=TIMEOUT)
     assert dash_duo.get_logs() == []
@@ -103,10 +103,13 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+_free_port = _closed_port          # free now; dash_duo binds it right away
+
+
 def test_unreachable_influxdb_shows_a_banner(dash_duo):
     url = f"http://127.0.0.1:{_closed_port()}"
     app = create_app(UiConfig(influx=InfluxConfig(url=url, db="none", timeout=2.0)))
-    dash_duo.start_server(app)
+    dash_duo.start_server(app, port=_free_port())
     dash_duo.wait_for_contains_text("#runs-banner", "is unreachable", timeout=TIMEOUT)
     assert url in dash_duo.find_element("#runs-banner").text
     assert dash_duo.get_logs() == []

@@ -31,7 +31,7 @@ def test_relative_ranges_end_at_now_when_live_and_at_the_run_end_when_finished()
     assert resolve_range("24h", now).seconds == 86400
     assert resolve_range(None, now).seconds == 300
     assert resolve_range("custom", now, str(now - 5 * NS), None) == TimeRange(now - 5 * NS, now)
-    with pytest.raises(ValueError, match="start time"):
+    with pytest.raises(ValueError, match="start date"):
         resolve_range("custom", now, None, None)
     with pytest.raises(ValueError, match="after the start"):
         resolve_range("custom", now, str(now), str(now - 1))
