@@ -249,7 +249,7 @@ def main(argv=None) -> int:
         cell = lambda k, f="cold_median_s": f"{p[k][f]:.3f}" if k in p else "—"  # noqa: E731
         print(f"{name:32} {cell('data'):>10} {cell('figures'):>9} {cell('http'):>10} {cell('http', 'warm_s'):>10}")
     path = ROOT / "bench" / "results" / "ui_render.json"
-    path.write_text(json.dumps(result, indent=2))
+    path.write_text(json.dumps(result, indent=2, default=str))
     print(f"\nwrote {path}")
     return 0
 
