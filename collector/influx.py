@@ -454,7 +454,7 @@ RP_RAW = "raw"
 RP_ROLLUP = "rollup"
 RETENTION_POLICIES = (
     RetentionPolicy(RP_RAW, "7d", "1d", True, "1-second points written live (the default policy)"),
-    RetentionPolicy(RP_ROLLUP, "90d", "7d", False, "1-minute aggregates, written with rp='rollup'"),
+    RetentionPolicy(RP_ROLLUP, "90d", "7d", False, "10 s .. 1 h latency rollups (Point.rp='rollup')"),
 )
 
 

@@ -68,7 +68,7 @@ def format_time(ns: int) -> str:
 
 def check_name(value: str, what: str) -> str:
     """Return a run/step/pipeline/worker name if it looks like one; raise ValueError otherwise."""
-    if not value or len(value) > MAX_NAME_CHARS or not _NAME.match(value):
+    if not isinstance(value, str) or not value or len(value) > MAX_NAME_CHARS or not _NAME.match(value):
         raise ValueError(f"{what} must be 1-{MAX_NAME_CHARS} characters of letters, digits and . _ - : / @ +")
     return value
 
@@ -82,6 +82,8 @@ def picker_time(date: str | None, clock: str | None, what: str) -> str | None:
 
     None when no date is picked; a time alone is refused. Raise ValueError with a reason.
     """
+    if (date is not None and not isinstance(date, str)) or (clock is not None and not isinstance(clock, str)):
+        raise ValueError(f"custom range: the {what} date and time must be text")
     clock = (clock or "").strip()
     if not date:
         if clock:
@@ -112,6 +114,8 @@ def anchor_ns(last_ns: int, now_ns: int) -> int:
 def resolve_range(choice: str | None, anchor: int, custom_from: str | None = None,
                   custom_to: str | None = None) -> TimeRange:
     """Turn the picker's choice (and custom times) into a TimeRange; raise ValueError with a reason."""
+    if choice is not None and (not isinstance(choice, str) or (choice != RANGE_CUSTOM and choice not in RANGES)):
+        raise ValueError(f"unknown range {str(choice)[:20]!r}: pick one of {', '.join(RANGES)} or custom")
     if choice == RANGE_CUSTOM:
         if not custom_from:
             raise ValueError("custom range: pick a start date and time")

@@ -73,7 +73,7 @@ def layout(run_id: str | None = None, step: str | None = None, **_query) -> html
           Input(STEP_PIPELINE, "value"), Input(STEP_WORKER, "value"), State(STEP_KEY, "data"))
 def refresh_step(_n, choice, from_date, from_time, to_date, to_time, pipeline, worker, key):
     """Reload the step page for the chosen range, pipeline and worker."""
-    run, step = key["run"], key["step"]
+    run, step = (key.get("run"), key.get("step")) if isinstance(key, dict) else (None, None)
     keep = [dash.no_update] * 10
     try:
         check_name(run, "run id")
