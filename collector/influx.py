@@ -112,7 +112,13 @@ class InfluxError(RuntimeError):
 
     @property
     def retryable(self) -> bool:
-        """Whether sending the same request later may succeed (server down, overloaded, not ready)."""
+        """Whether sending the same request later may succeed (server down, overloaded, not ready).
+
+        A missing retention policy is not: e.g. a server without `rollup` (no ensure_database)
+        rejects the rollups while the 1-s points go on being written.
+        """
+        if "retention policy not found" in str(self):
+            return False
         return self.status is None or self.status >= 500 or self.status in (401, 403, 404, 408, 429)
 
 
@@ -1016,5 +1022,6 @@ class InfluxWriter:
         with self._lock:
             self._c["errors"] += 1
             self._c["rejected"] += n
-            self._last_error = str(e)
-        log.warning("metrics writer: server rejected a batch of %d points: %s", n, e)
+            again, self._last_error = self._last_error == str(e), str(e)
+        if not again:                     # one line per new reason, not one per batch
+            log.warning("metrics writer: server rejected a batch of %d points: %s", n, e)

@@ -182,7 +182,7 @@ class MetricsStore:
                 series = self._query_spans(f'SELECT {cols} FROM "{RP_ROLLUP}"."{LATENCY}" '
                                            f'WHERE {where} AND "{INTERVAL_TAG}" = $interval', spans, p)
             except InfluxError as e:
-                if e.status is None:
+                if "retention policy not found" not in str(e):
                     raise
                 self._rollups = False      # a database without the rollup policy: 1-s points only
                 break

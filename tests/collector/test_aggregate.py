@@ -91,3 +91,16 @@ def test_memory_writer_and_client_route_points_by_their_policy(influx_client):
     raw = influx_client.query('SELECT "v" FROM "m"')
     rolled = influx_client.query(f'SELECT "v" FROM "{RP_ROLLUP}"."m"')
     assert raw[0].values == [[t, 1]] and rolled[0].values == [[t, 2]]
+
+
+def test_a_server_without_the_rollup_policy_still_gets_the_1s_points(influx_client, tmp_path):
+    from collector.influx import RP_ROLLUP, InfluxWriter, Point
+    influx_client.query(f'DROP RETENTION POLICY "{RP_ROLLUP}" ON "{influx_client.config.db}"')
+    t = time.time_ns() // S * S
+    with InfluxWriter(influx_client, tmp_path / "spool") as w:
+        for i in range(3):
+            w.add([Point("m", {"k": "a"}, {"v": i}, t + i * S), Point("m", {"k": "a"}, {"v": i}, t, RP_ROLLUP)])
+            assert w.flush(10)
+        st = w.stats()
+    assert influx_client.query('SELECT count("v") FROM "m"')[0].values[0][1] == 3
+    assert st.points_rejected == 3 and st.points_spooled == 0 and st.points_written == 3
