@@ -166,7 +166,9 @@ def install(server: Flask, auth: AuthConfig) -> None:
     key = auth.secret_key or secrets.token_hex(32)
     server.config.update(SECRET_KEY=key, SESSION_COOKIE_NAME="ms_ui_session", SESSION_COOKIE_HTTPONLY=True,
                          SESSION_COOKIE_SAMESITE="Lax")
-    logging.getLogger("werkzeug").addFilter(_RedactTokens())
+    request_log = logging.getLogger("werkzeug")
+    if not any(isinstance(f, _RedactTokens) for f in request_log.filters):
+        request_log.addFilter(_RedactTokens())
     expected = _fingerprint(auth, key)
 
     @server.before_request
