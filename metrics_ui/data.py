@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import statistics
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Mapping, NamedTuple, Sequence
@@ -23,7 +24,7 @@ from collector.influx import RP_ROLLUP, InfluxClient, InfluxError
 from collector.points import INTERVAL_TAG, interval_label
 
 from .ranges import NS, TimeRange, anchor_ns, format_time, is_live
-from .resolution import ROLLUPS_S, aligned_span, bucket_of, rollups_up_to, subtract
+from .resolution import BASE_S, ROLLUPS_S, bucket_of, missing, plan, rollups_up_to
 
 LATENCY = "latency"
 START_TO_END = "start-to-end"
@@ -32,6 +33,8 @@ WALLAROO_PERCENTILES = (50.0, 95.0, 99.0, 99.9, 99.99)
 BIN_FIELDS = tuple(f"bin_le_{e}" for e in WALLAROO_UI_BINS_NS) + (f"bin_gt_{WALLAROO_UI_BINS_NS[-1]}",)
 RUN_SUMMARY_WINDOW_NS = 60 * NS          # the runs page's throughput and p99: a run's last minute
 _DECODE_CACHE = 50_000
+SETTLE_NS = 5 * NS       # rollups that ended longer ago than this have been written (2 s grace + sending)
+_SERIES_TAGS = '"step", "pipeline", "worker"'
 
 
 class SeriesKey(NamedTuple):
@@ -146,6 +149,7 @@ class MetricsStore:
     def __init__(self, client: InfluxClient):
         self.client = client
         self._rollups = True
+        self._finished_events: dict[str, tuple[tuple[int, int], int, float]] = {}
 
     # -- helpers
 
@@ -164,49 +168,47 @@ class MetricsStore:
                 ) -> dict[SeriesKey, list[tuple[int, list]]]:
         """Return {series: [(interval start ns, field values)]} covering the range exactly.
 
-        Rollups no coarser than `top_s` are read first, coarse to fine; what they leave is
-        read from the 1-s points (metrics_ui/resolution.py). One request per length.
+        Rollups no coarser than `top_s` where they exist, 1-s points elsewhere
+        (metrics_ui/resolution.py). One request reads every length at once; only rollups
+        found missing (a restart, old data) cost another round, for finer lengths.
         """
         where, params = self._where(run, None, **tags)
         cols = ", ".join(f'"{f}"' for f in fields)
+        lengths = rollups_up_to(top_s) if self._rollups else ()
         out: dict[SeriesKey, list[tuple[int, list]]] = defaultdict(list)
-        gaps = [rng]
-        for size_s in rollups_up_to(top_s) if self._rollups else ():
-            size_ns = size_s * NS
-            spans = [sp for sp in (aligned_span(g, size_ns) for g in gaps) if sp is not None]
-            if not spans:
-                continue
-            p = dict(params, interval=interval_label(size_ns))
-            present = set()
+        pending = [(rng, 0)]
+        settled = time.time_ns() - SETTLE_NS
+        while pending:
+            reads = plan(pending, lengths, settled)
+            stmts, p = [], dict(params)
+            for i, r in enumerate(reads):
+                span = f"time >= $s{i} AND time < $e{i}"
+                p[f"s{i}"], p[f"e{i}"] = format_time(r.span.start_ns), format_time(r.span.end_ns)
+                if r.size_s == BASE_S:
+                    stmts.append(f'SELECT {cols} FROM "{LATENCY}" WHERE {where} AND {span} GROUP BY {_SERIES_TAGS}')
+                else:
+                    p[f"i{i}"] = interval_label(r.size_s * NS)
+                    stmts.append(f'SELECT {cols} FROM "{RP_ROLLUP}"."{LATENCY}" WHERE {where} AND '
+                                 f'"{INTERVAL_TAG}" = $i{i} AND {span} GROUP BY "{INTERVAL_TAG}", {_SERIES_TAGS}')
             try:
-                series = self._query_spans(f'SELECT {cols} FROM "{RP_ROLLUP}"."{LATENCY}" '
-                                           f'WHERE {where} AND "{INTERVAL_TAG}" = $interval', spans, p)
+                series = self.client.query("; ".join(stmts), p)
             except InfluxError as e:
-                if "retention policy not found" not in str(e):
+                if not lengths or e.status is None or self._has_rollup_policy():
                     raise
-                self._rollups = False      # a database without the rollup policy: 1-s points only
-                break
-            for key, rows in series:
-                out[key].extend((int(r[0]), r[1:]) for r in rows)
-                present.update(int(r[0]) for r in rows)
-            gaps = subtract(gaps, size_ns, present)
-            if not gaps:
-                return out
-        for key, rows in self._query_spans(f'SELECT {cols} FROM "{LATENCY}" WHERE {where}', gaps, params):
-            out[key].extend((int(r[0]), r[1:]) for r in rows)
+                self._rollups, lengths = False, ()   # a database without the rollup policy: 1-s points only
+                continue
+            level = {interval_label(s * NS): j for j, s in enumerate(lengths)}
+            present: dict[int, set[int]] = defaultdict(set)
+            for s in series:
+                key = SeriesKey(s.tags.get("step", ""), s.tags.get("pipeline", ""), s.tags.get("worker", ""))
+                out[key].extend((int(r[0]), r[1:]) for r in s.values)
+                if s.tags.get(INTERVAL_TAG):
+                    present[level[s.tags[INTERVAL_TAG]]].update(int(r[0]) for r in s.values)
+            pending = missing(reads, present)
         return out
 
-    def _query_spans(self, select: str, spans: Sequence[TimeRange], params: dict
-                     ) -> list[tuple[SeriesKey, list]]:
-        """Run `select` once per span (one request) and return (series, rows) of every statement."""
-        if not spans:
-            return []
-        stmts, p = [], dict(params)
-        for i, sp in enumerate(spans):
-            stmts.append(f'{select} AND time >= $s{i} AND time < $e{i} GROUP BY "step", "pipeline", "worker"')
-            p[f"s{i}"], p[f"e{i}"] = format_time(sp.start_ns), format_time(sp.end_ns)
-        return [(SeriesKey(s.tags.get("step", ""), s.tags.get("pipeline", ""), s.tags.get("worker", "")), s.values)
-                for s in self.client.query("; ".join(stmts), p)]
+    def _has_rollup_policy(self) -> bool:
+        return any(row[0] == RP_ROLLUP for s in self.client.query("SHOW RETENTION POLICIES") for row in s.values)
 
     def _counts(self, run: str, rng: TimeRange, interval_s: int, **tags: str | None
                 ) -> dict[SeriesKey, list[tuple[int, int]]]:
@@ -236,8 +238,8 @@ class MetricsStore:
         series = self.client.query(f'SHOW TAG VALUES FROM "{LATENCY}" WITH KEY = "run"')
         return sorted({v[1] for s in series for v in s.values})
 
-    def runs(self, now_ns: int, only: str | None = None) -> list[RunInfo]:
-        """Return every run (or just `only`), newest first."""
+    def runs(self, now_ns: int, only: str | None = None, summary: bool = True) -> list[RunInfo]:
+        """Return every run (or just `only`), newest first; `summary`: with its last minute's figures."""
         names = [only] if only is not None else self.run_names()
         if not names:
             return []
@@ -246,11 +248,13 @@ class MetricsStore:
         # first and last point per run: LIMIT 1 reads one block per series, not the whole run
         first: dict[str, int] = {}
         last: dict[str, int] = {}
-        for order, found in (("ASC", first), ("DESC", last)):
-            q = f'SELECT "count" FROM "{LATENCY}" WHERE {where} GROUP BY "run" ORDER BY time {order} LIMIT 1'
-            for s in self.client.query(q, params):
-                for t, _ in s.values[:1]:
-                    found[s.tags.get("run", "")] = int(t)
+        q = "; ".join(f'SELECT "count" FROM "{LATENCY}" WHERE {where} GROUP BY "run" ORDER BY time {order} LIMIT 1'
+                      for order in ("ASC", "DESC"))
+        for s in self.client.query(q, params):
+            run = s.tags.get("run", "")
+            for t, _ in s.values[:1]:
+                first[run] = min(first.get(run, int(t)), int(t))
+                last[run] = max(last.get(run, int(t)), int(t))
         bp = self._backpressure(only)
         failed = self._failed_runs(only)
         out = []
@@ -258,23 +262,35 @@ class MetricsStore:
             if run not in first:
                 continue
             live = is_live(last[run], now_ns)
-            whole = self._blocks(run, TimeRange(first[run], last[run] + NS), ("count",), ROLLUPS_S[0],
-                                 step=START_TO_END)
-            events = sum(int(c or 0) for rows in whole.values() for _, (c,) in rows)
-            window = TimeRange(max(first[run], last[run] + NS - RUN_SUMMARY_WINDOW_NS), last[run] + NS)
-            recent = self._histograms(run, window, step=START_TO_END)
-            hist = LatencyHistogram()
-            for h in recent.values():
-                hist.add(h)
-            eps = hist.total_count / window.seconds if hist.total_count else None
+            events = self._run_events(run, first[run], last[run], live)
+            eps = p99 = None
+            if summary:
+                window = TimeRange(max(first[run], last[run] + NS - RUN_SUMMARY_WINDOW_NS), last[run] + NS)
+                hist = LatencyHistogram()
+                for h in self._histograms(run, window, step=START_TO_END).values():
+                    hist.add(h)
+                if hist.total_count:
+                    eps, p99 = hist.total_count / window.seconds, hist.value_at_percentile(99.0)
             status = "failed" if run in failed else ("live" if live else "finished")
-            out.append(RunInfo(run, first[run], last[run], live, status, events, eps,
-                               hist.value_at_percentile(99.0) if hist.total_count else None, bp.get(run)))
+            out.append(RunInfo(run, first[run], last[run], live, status, events, eps, p99, bp.get(run)))
         return sorted(out, key=lambda r: r.last_ns, reverse=True)
 
+    def _run_events(self, run: str, first_ns: int, last_ns: int, live: bool) -> int:
+        """Return a run's start-to-end events (remembered for a minute once it has finished)."""
+        known = self._finished_events.get(run)
+        if known is not None and known[0] == (first_ns, last_ns) and time.monotonic() - known[2] < 60:
+            return known[1]
+        whole = self._blocks(run, TimeRange(first_ns, last_ns + NS), ("count",), ROLLUPS_S[0], step=START_TO_END)
+        events = sum(int(c or 0) for rows in whole.values() for _, (c,) in rows)
+        if not live:
+            if len(self._finished_events) > 1000:
+                self._finished_events.clear()
+            self._finished_events[run] = ((first_ns, last_ns), events, time.monotonic())
+        return events
+
     def run(self, run: str, now_ns: int) -> RunInfo | None:
-        """Return one run, None if it has no latency data."""
-        found = self.runs(now_ns, only=run)
+        """Return one run without its last-minute figures (what the run's pages need); None if no data."""
+        found = self.runs(now_ns, only=run, summary=False)
         return found[0] if found else None
 
     def _backpressure(self, only: str | None) -> dict[str, str]:

@@ -9,7 +9,7 @@ instead of 86,400.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from .ranges import NS, TimeRange
 
@@ -25,22 +25,6 @@ def aligned_span(gap: TimeRange, size_ns: int) -> TimeRange | None:
     first = -(-gap.start_ns // size_ns) * size_ns
     last = gap.end_ns // size_ns * size_ns
     return TimeRange(first, last) if first < last else None
-
-
-def subtract(gaps: Iterable[TimeRange], size_ns: int, present: Iterable[int]) -> list[TimeRange]:
-    """Return `gaps` without the intervals [t, t + size_ns) of `present` that lie wholly inside one."""
-    starts = sorted(set(present))
-    out: list[TimeRange] = []
-    for gap in gaps:
-        cur = gap.start_ns
-        for t in starts:
-            if t >= gap.start_ns and t + size_ns <= gap.end_ns and t >= cur:
-                if t > cur:
-                    out.append(TimeRange(cur, t))
-                cur = t + size_ns
-        if cur < gap.end_ns:
-            out.append(TimeRange(cur, gap.end_ns))
-    return out
 
 
 def rollups_up_to(top_s: int) -> tuple[int, ...]:
@@ -59,3 +43,54 @@ def bucket_s(rng: TimeRange, max_points: int = 400) -> int:
 def bucket_of(t_ns: int, size_s: int) -> int:
     """Return the start of the `size_s` bucket holding `t_ns`."""
     return t_ns - t_ns % (size_s * NS)
+
+
+class Read(NamedTuple):
+    """One read of a plan: the intervals of length `size_s` starting in `span` (1: the 1-s points)."""
+    size_s: int
+    span: TimeRange
+    level: int              # index of `size_s` in the plan's rollup lengths; len(lengths) for 1-s points
+
+
+def plan(pending: Iterable[tuple[TimeRange, int]], lengths_s: Sequence[int], settled_ns: int) -> list[Read]:
+    """Return the reads covering each (gap, first level) assuming every rollup is there.
+
+    Rollups are only planned where they end by `settled_ns` (older ones are written by
+    now); the rest of each gap goes to finer lengths and finally to the 1-s points.
+    """
+    reads: list[Read] = []
+    for gap, level in pending:
+        left = [gap]
+        for j in range(level, len(lengths_s)):
+            size_ns = lengths_s[j] * NS
+            nxt: list[TimeRange] = []
+            for g in left:
+                sp = aligned_span(TimeRange(g.start_ns, min(g.end_ns, settled_ns)), size_ns)
+                if sp is None:
+                    nxt.append(g)
+                    continue
+                reads.append(Read(lengths_s[j], sp, j))
+                nxt += [r for r in (TimeRange(g.start_ns, sp.start_ns), TimeRange(sp.end_ns, g.end_ns))
+                        if r.start_ns < r.end_ns]
+            left = nxt
+        reads += [Read(BASE_S, g, len(lengths_s)) for g in left]
+    return reads
+
+
+def missing(reads: Iterable[Read], present: Mapping[int, set[int]]) -> list[tuple[TimeRange, int]]:
+    """Return the (gap, next level) left by rollups a plan expected but the database lacks."""
+    out: list[tuple[TimeRange, int]] = []
+    for r in reads:
+        if r.size_s == BASE_S:
+            continue
+        size_ns, found = r.size_s * NS, present.get(r.level, set())
+        run_start = None
+        for t in range(r.span.start_ns, r.span.end_ns, size_ns):
+            if t not in found and run_start is None:
+                run_start = t
+            elif t in found and run_start is not None:
+                out.append((TimeRange(run_start, t), r.level + 1))
+                run_start = None
+        if run_start is not None:
+            out.append((TimeRange(run_start, r.span.end_ns), r.level + 1))
+    return out
