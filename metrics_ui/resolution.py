@@ -83,14 +83,12 @@ def missing(reads: Iterable[Read], present: Mapping[int, set[int]]) -> list[tupl
     for r in reads:
         if r.size_s == BASE_S:
             continue
-        size_ns, found = r.size_s * NS, present.get(r.level, set())
-        run_start = None
-        for t in range(r.span.start_ns, r.span.end_ns, size_ns):
-            if t not in found and run_start is None:
-                run_start = t
-            elif t in found and run_start is not None:
-                out.append((TimeRange(run_start, t), r.level + 1))
-                run_start = None
-        if run_start is not None:
-            out.append((TimeRange(run_start, r.span.end_ns), r.level + 1))
+        size_ns = r.size_s * NS
+        cur = r.span.start_ns                 # walk the rollups found, not every slot: spans may be years
+        for t in sorted(t for t in present.get(r.level, ()) if r.span.start_ns <= t < r.span.end_ns):
+            if t > cur:
+                out.append((TimeRange(cur, t), r.level + 1))
+            cur = t + size_ns
+        if cur < r.span.end_ns:
+            out.append((TimeRange(cur, r.span.end_ns), r.level + 1))
     return out
