@@ -1,9 +1,11 @@
 """What the dashboard reads from InfluxDB, as typed records (schema: docs/METRICS.md).
 
-InfluxDB aggregates where it can (sums of `count` and of the Wallaroo bin fields, max of
-the per-interval percentiles per time bucket); exact percentiles over a range come from
-merging the intervals' `hdr` histograms of that range only. Decoded histograms are cached
-by their blob, so a live page re-decodes only the intervals that are new or re-emitted.
+A range is read from the collector's rollups (10 s .. 1 h, `rollup.latency`) where they
+lie wholly inside it and exist, and from the 1-s points elsewhere (metrics_ui/resolution.py),
+so a day costs ~50 intervals per series instead of 86,400 and stays exact: counts are
+summed per chart bucket, percentiles over a range come from merging the `hdr` histograms
+read, Wallaroo's bins from the merged histogram. Decoded histograms are cached by their
+blob, so a live page re-decodes only the intervals that are new or re-emitted.
 Every value from a user (run, step, pipeline, worker, times) is a bound parameter.
 
 `spark_progress`, `runs` and `backpressure` are optional: a run without them still shows.
@@ -17,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
-from collector.bins import WALLAROO_UI_BINS_NS, UiBin, ui_bins
+from collector.bins import UiBin, ui_bins
 from collector.codec import decode
 from collector.histogram import LatencyHistogram, SparseCounts
 from collector.influx import RP_ROLLUP, InfluxClient, InfluxError
@@ -30,7 +32,6 @@ LATENCY = "latency"
 START_TO_END = "start-to-end"
 STEP_ORDER = ("ingress", "source", "check_market_data", "sink", START_TO_END)
 WALLAROO_PERCENTILES = (50.0, 95.0, 99.0, 99.9, 99.99)
-BIN_FIELDS = tuple(f"bin_le_{e}" for e in WALLAROO_UI_BINS_NS) + (f"bin_gt_{WALLAROO_UI_BINS_NS[-1]}",)
 RUN_SUMMARY_WINDOW_NS = 60 * NS          # the runs page's throughput and p99: a run's last minute
 _DECODE_CACHE = 50_000
 SETTLE_NS = 5 * NS       # rollups that ended longer ago than this have been written (2 s grace + sending)
