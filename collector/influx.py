@@ -112,7 +112,13 @@ class InfluxError(RuntimeError):
 
     @property
     def retryable(self) -> bool:
-        """Whether sending the same request later may succeed (server down, overloaded, not ready)."""
+        """Whether sending the same request later may succeed (server down, overloaded, not ready).
+
+        A missing retention policy is not: e.g. a server without `rollup` (no ensure_database)
+        rejects the rollups while the 1-s points go on being written.
+        """
+        if "retention policy not found" in str(self):
+            return False
         return self.status is None or self.status >= 500 or self.status in (401, 403, 404, 408, 429)
 
 
@@ -123,6 +129,9 @@ class InfluxError(RuntimeError):
 class Point(NamedTuple):
     """One line-protocol point; `time_ns` is nanoseconds since the epoch.
 
+    `rp` names the retention policy the point belongs to (None: the one the writer is
+    given, else the database's default), so one batch can carry 1-s points and rollups.
+
     >>> encode_lines([Point("cpu", {"host": "a b"}, {"v": 1, "ok": True}, 10)])
     b'cpu,host=a\\\\ b v=1i,ok=true 10\\n'
     """
@@ -130,6 +139,17 @@ class Point(NamedTuple):
     tags: Mapping[str, str]
     fields: Mapping[str, int | float | str | bool]
     time_ns: int
+    rp: str | None = None
+
+
+def split_by_rp(points: Sequence[Point], rp: str | None) -> dict[str | None, list[Point]]:
+    """Group points by retention policy: their own `rp`, else `rp`; order kept within a group."""
+    if all(p.rp is None or p.rp == rp for p in points):
+        return {rp: list(points)}
+    out: dict[str | None, list[Point]] = {}
+    for p in points:
+        out.setdefault(p.rp or rp, []).append(p)
+    return out
 
 
 _MEASUREMENT_ESC = str.maketrans({",": r"\,", " ": r"\ "})
@@ -361,6 +381,10 @@ class InfluxClient:
 
     def write(self, points: Iterable[Point], rp: str | None = None, db: str | None = None) -> int:
         """Write points in requests of up to 5000 lines; return the number of lines sent."""
+        points = list(points)
+        groups = split_by_rp(points, rp)
+        if len(groups) > 1 or rp not in groups:
+            return sum(self.write(g, r, db) for r, g in groups.items())
         n, batch = 0, []
         for p in points:
             batch.append(p)
@@ -436,7 +460,7 @@ RP_RAW = "raw"
 RP_ROLLUP = "rollup"
 RETENTION_POLICIES = (
     RetentionPolicy(RP_RAW, "7d", "1d", True, "1-second points written live (the default policy)"),
-    RetentionPolicy(RP_ROLLUP, "90d", "7d", False, "1-minute aggregates, written with rp='rollup'"),
+    RetentionPolicy(RP_ROLLUP, "90d", "7d", False, "10 s .. 1 h latency rollups (Point.rp='rollup')"),
 )
 
 
@@ -709,6 +733,11 @@ class InfluxWriter:
         """
         pts = [points] if isinstance(points, Point) else list(points)
         if not pts:
+            return
+        groups = split_by_rp(pts, rp)
+        if len(groups) > 1 or rp not in groups:
+            for r, g in groups.items():
+                self.add(g, r)
             return
         spill: list[tuple[str | None, list[Point]]] = []      # oldest first
         with self._lock:
@@ -993,5 +1022,6 @@ class InfluxWriter:
         with self._lock:
             self._c["errors"] += 1
             self._c["rejected"] += n
-            self._last_error = str(e)
-        log.warning("metrics writer: server rejected a batch of %d points: %s", n, e)
+            again, self._last_error = self._last_error == str(e), str(e)
+        if not again:                     # one line per new reason, not one per batch
+            log.warning("metrics writer: server rejected a batch of %d points: %s", n, e)

@@ -16,10 +16,10 @@ backup/restore RPC service on `port + 2` (mirroring 8086/8088). Usage reporting,
 database (default `marketspread`) gets two retention policies (`collector.influx.RETENTION_POLICIES`):
 
     raw      7 days, 1-day shards,  DEFAULT   1-second points written live
-    rollup  90 days, 7-day shards             1-minute aggregates (written with rp="rollup")
+    rollup  90 days, 7-day shards             10 s .. 1 h latency rollups (rp="rollup")
 
 Histograms merge in the collector, not in InfluxQL, so no continuous query fills
-`rollup`: the collector writes its 1-minute aggregates there itself.
+`rollup`: the collector writes its 10 s .. 1 h rollups there itself.
 """
 from __future__ import annotations
 

@@ -4,16 +4,31 @@ from __future__ import annotations
 from .aggregate import IntervalHistogram
 from .bins import WALLAROO_UI_BINS_NS, ui_bins
 from .codec import encode
-from .influx import Point
+from .influx import RP_ROLLUP, Point
 
 LATENCY = "latency"
 PERCENTILE_FIELDS = (("p50", 50.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9), ("p9999", 99.99))
 # Integer fields per Wallaroo UI bin, so InfluxDB itself can SUM bins over any range.
 BIN_FIELDS = tuple(f"bin_le_{e}" for e in WALLAROO_UI_BINS_NS) + (f"bin_gt_{WALLAROO_UI_BINS_NS[-1]}",)
+#: Tag of a rollup point telling its length; rollups of every length share `rollup.latency`.
+INTERVAL_TAG = "interval"
+_UNITS = ((3600, "h"), (60, "m"), (1, "s"))
+
+
+def interval_label(interval_ns: int) -> str:
+    """Return an interval length as InfluxQL writes durations: 10s, 1m, 10m, 1h."""
+    seconds = interval_ns // 1_000_000_000
+    for size, unit in _UNITS:
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{interval_ns}ns"
 
 
 def latency_point(ih: IntervalHistogram) -> Point:
-    """One `latency` point: count, the V2-encoded histogram, percentiles and UI bins."""
+    """One `latency` point: count, the V2-encoded histogram, percentiles and UI bins.
+
+    A rollup goes to the `rollup` retention policy, tagged with its `interval`.
+    """
     h = ih.hist
     fields: dict[str, int | float | str] = {"count": int(h.total_count), "hdr": encode(h),
                                             "min": int(h.min), "max": int(h.max), "mean": float(h.mean)}
@@ -23,4 +38,7 @@ def latency_point(ih: IntervalHistogram) -> Point:
     for name, b in zip(BIN_FIELDS, ui_bins(h)):
         fields[name] = int(b.count)
     tags = {"run": ih.run, "pipeline": ih.pipeline, "step": ih.step, "worker": ih.worker}
+    if ih.rollup:
+        tags[INTERVAL_TAG] = interval_label(ih.interval_ns)
+        return Point(LATENCY, tags, fields, ih.start_ns, RP_ROLLUP)
     return Point(LATENCY, tags, fields, ih.start_ns)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 from typing import Iterable
 
-from .influx import Point, WriterStats, encode_lines
+from .influx import Point, WriterStats, encode_lines, split_by_rp
 
 
 class MemoryWriter:
@@ -32,7 +32,8 @@ class MemoryWriter:
         encode_lines(pts)
         with self._lock:
             self.points.extend(pts)
-            self.by_rp.setdefault(rp, []).extend(pts)
+            for r, group in split_by_rp(pts, rp).items():
+                self.by_rp.setdefault(r, []).extend(group)
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Count the flush; nothing is pending."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from flask import Flask
 from collector.influx import InfluxClient, InfluxConfig
 
 from . import alerts_banner, components
+from .auth import AuthConfig, check_bind
+from .auth import install as install_auth
 from .data import MetricsStore
 from .export import EXTENSION as EXPORT_EXTENSION
 from .export import bp as export_blueprint
@@ -36,16 +39,17 @@ DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8050
 
 @dataclass(frozen=True)
 class UiConfig:
-    """The dashboard's settings: where InfluxDB is, how often live pages refresh."""
+    """The dashboard's settings: where InfluxDB is, how often live pages refresh, who may look."""
     influx: InfluxConfig = field(default_factory=InfluxConfig.from_env)
     refresh_ms: int = components.REFRESH_MS
     title: str = "Market Spread metrics"
     alerts_file: Path | None = None       # default: <state>/alerts/rules.json (alerts.store)
+    auth: AuthConfig = field(default_factory=AuthConfig.from_env)     # MS_UI_TOKEN / MS_UI_USER+PASSWORD
 
     @classmethod
     def from_env(cls, **overrides) -> "UiConfig":
-        """Build from `MS_INFLUX_*` variables (and `MS_UI_REFRESH_MS`), then non-None overrides."""
-        values = {"influx": InfluxConfig.from_env()}
+        """Build from `MS_INFLUX_*` and `MS_UI_*` variables, then non-None overrides."""
+        values = {"influx": InfluxConfig.from_env(), "auth": AuthConfig.from_env()}
         if os.environ.get("MS_UI_REFRESH_MS"):
             values["refresh_ms"] = int(os.environ["MS_UI_REFRESH_MS"])
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -60,6 +64,7 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
         config = UiConfig(influx=config)
     server = Flask(__name__)
     server.config["MS_UI"] = config
+    install_auth(server, config.auth)
     metrics = MetricsStore(InfluxClient(config.influx))
     server.extensions[components.EXTENSION] = metrics
     server.extensions[EXPORT_EXTENSION] = metrics
@@ -91,15 +96,23 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the `ui` command's flags."""
     parser.add_argument("--host", default=os.environ.get("MS_UI_HOST", DEFAULT_HOST),
-                        help="address to listen on (default 127.0.0.1: this machine only)")
+                        help="address to listen on (default 127.0.0.1: this machine only; any other address "
+                             "needs MS_UI_TOKEN or MS_UI_USER/MS_UI_PASSWORD)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("MS_UI_PORT", DEFAULT_PORT)),
                         help="port (default 8050)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve the dashboard until interrupted."""
-    config = UiConfig.from_env()
+    """Serve the dashboard until interrupted (refuses a non-loopback address without credentials)."""
+    try:
+        config = UiConfig.from_env()
+        check_bind(args.host, config.auth)
+    except ValueError as e:
+        log.error("ui: %s", e)
+        print(f"marketspread ui: {e}", file=sys.stderr)
+        return 2
     app = create_app(config)
-    log.info("dashboard on http://%s:%d/ reading %r", args.host, args.port, config.influx)
+    log.info("dashboard on http://%s:%d/ reading %r (%s)", args.host, args.port, config.influx,
+             "credentials required" if config.auth.enabled else "no credentials: this machine only")
     app.run(host=args.host, port=args.port, debug=False)
     return 0

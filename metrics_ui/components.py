@@ -4,14 +4,14 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
-from dash import dcc, html
+from dash import Input, dcc, html
 from flask import current_app
 
 from collector.bins import format_ns
 from collector.influx import InfluxError
 
 from .data import GroupStats, MetricsStore
-from .ranges import DEFAULT_RANGE, RANGE_CUSTOM, RANGES
+from .ranges import DEFAULT_RANGE, RANGE_CUSTOM, RANGES, TimeRange, picker_time, resolve_range
 
 EXTENSION = "metrics_ui"                 # key of the MetricsStore in the Flask app's extensions
 REFRESH_MS = 1000
@@ -41,16 +41,42 @@ def warning_banner(text: str) -> html.Div:
 
 
 def range_picker(prefix: str, value: str = DEFAULT_RANGE) -> html.Div:
-    """Return the time range picker; ids are `<prefix>-range`, `<prefix>-from`, `<prefix>-to`."""
+    """Return the time range picker: last 5 min / 1 h / 24 h, or custom dates and UTC times.
+
+    Ids: `<prefix>-range`, and for custom `<prefix>-from-date`, `-from-time`, `-to-date`, `-to-time`.
+    """
     options = [{"label": label, "value": key} for key, (label, _) in RANGES.items()]
     options.append({"label": "custom", "value": RANGE_CUSTOM})
+
+    def bound(which: str, hint: str) -> html.Span:
+        return html.Span([
+            html.Label(which, className="range-label"),
+            dcc.DatePickerSingle(id=f"{prefix}-{which}-date", display_format="YYYY-MM-DD", placeholder="date",
+                                 clearable=True, className="range-date"),
+            dcc.Input(id=f"{prefix}-{which}-time", type="text", placeholder=hint, debounce=True,
+                      className="range-input range-time"),
+        ], className="range-bound")
+
     return html.Div([
         dcc.RadioItems(id=f"{prefix}-range", options=options, value=value, inline=True, className="range-choice"),
-        dcc.Input(id=f"{prefix}-from", type="text", placeholder="from (RFC 3339 or ns)", debounce=True,
-                  className="range-input"),
-        dcc.Input(id=f"{prefix}-to", type="text", placeholder="to (default: now)", debounce=True,
-                  className="range-input"),
+        html.Span([bound("from", "HH:MM:SS UTC"), bound("to", "HH:MM:SS (default: end)")],
+                  id=f"{prefix}-custom", className="range-custom"),
     ], className="range-picker")
+
+
+def range_inputs(prefix: str) -> list[Input]:
+    """Return the callback inputs of a range picker, in `picked_range`'s argument order."""
+    return [Input(f"{prefix}-range", "value")] + [Input(f"{prefix}-{w}-{p}", "value" if p == "time" else "date")
+                                                  for w in ("from", "to") for p in ("date", "time")]
+
+
+def picked_range(choice: str | None, anchor: int, from_date=None, from_time=None, to_date=None,
+                 to_time=None) -> TimeRange:
+    """Return the range the picker's values select; raise ValueError with a reason."""
+    if choice != RANGE_CUSTOM:
+        return resolve_range(choice, anchor)
+    return resolve_range(choice, anchor, picker_time(from_date, from_time, "start"),
+                         picker_time(to_date, to_time, "end"))
 
 
 def fmt_latency(ns: int | None) -> str:

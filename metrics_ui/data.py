@@ -1,9 +1,11 @@
 """What the dashboard reads from InfluxDB, as typed records (schema: docs/METRICS.md).
 
-InfluxDB aggregates where it can (sums of `count` and of the Wallaroo bin fields, max of
-the per-interval percentiles per time bucket); exact percentiles over a range come from
-merging the intervals' `hdr` histograms of that range only. Decoded histograms are cached
-by their blob, so a live page re-decodes only the intervals that are new or re-emitted.
+A range is read from the collector's rollups (10 s .. 1 h, `rollup.latency`) where they
+lie wholly inside it and exist, and from the 1-s points elsewhere (metrics_ui/resolution.py),
+so a day costs ~50 intervals per series instead of 86,400 and stays exact: counts are
+summed per chart bucket, percentiles over a range come from merging the `hdr` histograms
+read, Wallaroo's bins from the merged histogram. Decoded histograms are cached by their
+blob, so a live page re-decodes only the intervals that are new or re-emitted.
 Every value from a user (run, step, pipeline, worker, times) is a bound parameter.
 
 `spark_progress`, `runs` and `backpressure` are optional: a run without them still shows.
@@ -12,24 +14,28 @@ from __future__ import annotations
 
 import functools
 import statistics
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
-from collector.bins import WALLAROO_UI_BINS_NS, UiBin, ui_labels
+from collector.bins import UiBin, ui_bins
 from collector.codec import decode
 from collector.histogram import LatencyHistogram, SparseCounts
-from collector.influx import InfluxClient, InfluxError
+from collector.influx import RP_ROLLUP, InfluxClient, InfluxError
+from collector.points import INTERVAL_TAG, interval_label
 
 from .ranges import NS, TimeRange, anchor_ns, format_time, is_live
+from .resolution import BASE_S, ROLLUPS_S, bucket_of, missing, plan, rollups_up_to
 
 LATENCY = "latency"
 START_TO_END = "start-to-end"
 STEP_ORDER = ("ingress", "source", "check_market_data", "sink", START_TO_END)
 WALLAROO_PERCENTILES = (50.0, 95.0, 99.0, 99.9, 99.99)
-BIN_FIELDS = tuple(f"bin_le_{e}" for e in WALLAROO_UI_BINS_NS) + (f"bin_gt_{WALLAROO_UI_BINS_NS[-1]}",)
 RUN_SUMMARY_WINDOW_NS = 60 * NS          # the runs page's throughput and p99: a run's last minute
 _DECODE_CACHE = 50_000
+SETTLE_NS = 5 * NS       # rollups that ended longer ago than this have been written (2 s grace + sending)
+_SERIES_TAGS = '"step", "pipeline", "worker"'
 
 
 class SeriesKey(NamedTuple):
@@ -143,6 +149,8 @@ class MetricsStore:
 
     def __init__(self, client: InfluxClient):
         self.client = client
+        self._rollups = True
+        self._finished_events: dict[str, tuple[tuple[int, int], int, float]] = {}
 
     # -- helpers
 
@@ -157,27 +165,68 @@ class MetricsStore:
             params.update(start=format_time(rng.start_ns), end=format_time(rng.end_ns))
         return " AND ".join(clauses), params
 
+    def _blocks(self, run: str, rng: TimeRange, fields: Sequence[str], top_s: int, **tags: str | None
+                ) -> dict[SeriesKey, list[tuple[int, list]]]:
+        """Return {series: [(interval start ns, field values)]} covering the range exactly.
+
+        Rollups no coarser than `top_s` where they exist, 1-s points elsewhere
+        (metrics_ui/resolution.py). One request reads every length at once; only rollups
+        found missing (a restart, old data) cost another round, for finer lengths.
+        """
+        where, params = self._where(run, None, **tags)
+        cols = ", ".join(f'"{f}"' for f in fields)
+        lengths = rollups_up_to(top_s) if self._rollups else ()
+        out: dict[SeriesKey, list[tuple[int, list]]] = defaultdict(list)
+        pending = [(rng, 0)]
+        settled = time.time_ns() - SETTLE_NS
+        while pending:
+            reads = plan(pending, lengths, settled)
+            stmts, p = [], dict(params)
+            for i, r in enumerate(reads):
+                span = f"time >= $s{i} AND time < $e{i}"
+                p[f"s{i}"], p[f"e{i}"] = format_time(r.span.start_ns), format_time(r.span.end_ns)
+                if r.size_s == BASE_S:
+                    stmts.append(f'SELECT {cols} FROM "{LATENCY}" WHERE {where} AND {span} GROUP BY {_SERIES_TAGS}')
+                else:
+                    p[f"i{i}"] = interval_label(r.size_s * NS)
+                    stmts.append(f'SELECT {cols} FROM "{RP_ROLLUP}"."{LATENCY}" WHERE {where} AND '
+                                 f'"{INTERVAL_TAG}" = $i{i} AND {span} GROUP BY "{INTERVAL_TAG}", {_SERIES_TAGS}')
+            try:
+                series = self.client.query("; ".join(stmts), p)
+            except InfluxError as e:
+                if not lengths or e.status is None or self._has_rollup_policy():
+                    raise
+                self._rollups, lengths = False, ()   # a database without the rollup policy: 1-s points only
+                continue
+            level = {interval_label(s * NS): j for j, s in enumerate(lengths)}
+            present: dict[int, set[int]] = defaultdict(set)
+            for s in series:
+                key = SeriesKey(s.tags.get("step", ""), s.tags.get("pipeline", ""), s.tags.get("worker", ""))
+                out[key].extend((int(r[0]), r[1:]) for r in s.values)
+                if s.tags.get(INTERVAL_TAG):
+                    present[level[s.tags[INTERVAL_TAG]]].update(int(r[0]) for r in s.values)
+            pending = missing(reads, present)
+        return out
+
+    def _has_rollup_policy(self) -> bool:
+        return any(row[0] == RP_ROLLUP for s in self.client.query("SHOW RETENTION POLICIES") for row in s.values)
+
     def _counts(self, run: str, rng: TimeRange, interval_s: int, **tags: str | None
                 ) -> dict[SeriesKey, list[tuple[int, int]]]:
         """Return {series: [(bucket start ns, events)]} summed per `interval_s` bucket."""
-        where, params = self._where(run, rng, **tags)
-        out: dict[SeriesKey, list[tuple[int, int]]] = {}
-        q = (f'SELECT sum("count") FROM "{LATENCY}" WHERE {where} '
-             f'GROUP BY time({int(interval_s)}s), "step", "pipeline", "worker" fill(none)')
-        for s in self.client.query(q, params):
-            key = SeriesKey(s.tags.get("step", ""), s.tags.get("pipeline", ""), s.tags.get("worker", ""))
-            out[key] = [(int(t), int(v)) for t, v in s.values if v is not None]
+        out = {}
+        for key, rows in self._blocks(run, rng, ("count",), interval_s, **tags).items():
+            buckets: dict[int, int] = defaultdict(int)
+            for t, (count,) in rows:
+                if count is not None:
+                    buckets[bucket_of(t, interval_s)] += int(count)
+            out[key] = sorted(buckets.items())
         return out
 
     def _histograms(self, run: str, rng: TimeRange, **tags: str | None) -> dict[SeriesKey, LatencyHistogram]:
-        """Return each series' histogram merged over the range."""
-        where, params = self._where(run, rng, **tags)
-        q = f'SELECT "hdr" FROM "{LATENCY}" WHERE {where} GROUP BY "step", "pipeline", "worker"'
-        out = {}
-        for s in self.client.query(q, params):
-            key = SeriesKey(s.tags.get("step", ""), s.tags.get("pipeline", ""), s.tags.get("worker", ""))
-            out[key] = merge_blobs(v[1] for v in s.values)
-        return out
+        """Return each series' histogram merged over the range (rollups where they exist)."""
+        return {key: merge_blobs(r[0] for _, r in rows)
+                for key, rows in self._blocks(run, rng, ("hdr",), ROLLUPS_S[0], **tags).items()}
 
     # -- runs
 
@@ -190,22 +239,23 @@ class MetricsStore:
         series = self.client.query(f'SHOW TAG VALUES FROM "{LATENCY}" WITH KEY = "run"')
         return sorted({v[1] for s in series for v in s.values})
 
-    def runs(self, now_ns: int, only: str | None = None) -> list[RunInfo]:
-        """Return every run (or just `only`), newest first."""
+    def runs(self, now_ns: int, only: str | None = None, summary: bool = True) -> list[RunInfo]:
+        """Return every run (or just `only`), newest first; `summary`: with its last minute's figures."""
         names = [only] if only is not None else self.run_names()
         if not names:
             return []
         where = '"run" = $run' if only is not None else "time > 0"
         params = {"run": only} if only is not None else None
-        first, last, events = {}, {}, {}
-        q = (f'SELECT first("count") FROM "{LATENCY}" WHERE {where} GROUP BY "run"; '
-             f'SELECT last("count") FROM "{LATENCY}" WHERE {where} GROUP BY "run"; '
-             f'SELECT sum("count") FROM "{LATENCY}" WHERE {where} AND "step" = \'{START_TO_END}\' GROUP BY "run"')
+        # first and last point per run: LIMIT 1 reads one block per series, not the whole run
+        first: dict[str, int] = {}
+        last: dict[str, int] = {}
+        q = "; ".join(f'SELECT "count" FROM "{LATENCY}" WHERE {where} GROUP BY "run" ORDER BY time {order} LIMIT 1'
+                      for order in ("ASC", "DESC"))
         for s in self.client.query(q, params):
             run = s.tags.get("run", "")
-            col = s.columns[1]
-            for t, v in s.values:
-                {"first": first, "last": last, "sum": events}[col][run] = v if col == "sum" else int(t)
+            for t, _ in s.values[:1]:
+                first[run] = min(first.get(run, int(t)), int(t))
+                last[run] = max(last.get(run, int(t)), int(t))
         bp = self._backpressure(only)
         failed = self._failed_runs(only)
         out = []
@@ -213,20 +263,35 @@ class MetricsStore:
             if run not in first:
                 continue
             live = is_live(last[run], now_ns)
-            window = TimeRange(max(first[run], last[run] + NS - RUN_SUMMARY_WINDOW_NS), last[run] + NS)
-            recent = self._histograms(run, window, step=START_TO_END)
-            hist = LatencyHistogram()
-            for h in recent.values():
-                hist.add(h)
-            eps = hist.total_count / window.seconds if hist.total_count else None
+            events = self._run_events(run, first[run], last[run], live)
+            eps = p99 = None
+            if summary:
+                window = TimeRange(max(first[run], last[run] + NS - RUN_SUMMARY_WINDOW_NS), last[run] + NS)
+                hist = LatencyHistogram()
+                for h in self._histograms(run, window, step=START_TO_END).values():
+                    hist.add(h)
+                if hist.total_count:
+                    eps, p99 = hist.total_count / window.seconds, hist.value_at_percentile(99.0)
             status = "failed" if run in failed else ("live" if live else "finished")
-            out.append(RunInfo(run, first[run], last[run], live, status, int(events.get(run) or 0), eps,
-                               hist.value_at_percentile(99.0) if hist.total_count else None, bp.get(run)))
+            out.append(RunInfo(run, first[run], last[run], live, status, events, eps, p99, bp.get(run)))
         return sorted(out, key=lambda r: r.last_ns, reverse=True)
 
+    def _run_events(self, run: str, first_ns: int, last_ns: int, live: bool) -> int:
+        """Return a run's start-to-end events (remembered for a minute once it has finished)."""
+        known = self._finished_events.get(run)
+        if known is not None and known[0] == (first_ns, last_ns) and time.monotonic() - known[2] < 60:
+            return known[1]
+        whole = self._blocks(run, TimeRange(first_ns, last_ns + NS), ("count",), ROLLUPS_S[0], step=START_TO_END)
+        events = sum(int(c or 0) for rows in whole.values() for _, (c,) in rows)
+        if not live:
+            if len(self._finished_events) > 1000:
+                self._finished_events.clear()
+            self._finished_events[run] = ((first_ns, last_ns), events, time.monotonic())
+        return events
+
     def run(self, run: str, now_ns: int) -> RunInfo | None:
-        """Return one run, None if it has no latency data."""
-        found = self.runs(now_ns, only=run)
+        """Return one run without its last-minute figures (what the run's pages need); None if no data."""
+        found = self.runs(now_ns, only=run, summary=False)
         return found[0] if found else None
 
     def _backpressure(self, only: str | None) -> dict[str, str]:
@@ -287,16 +352,17 @@ class MetricsStore:
                        self._percentiles_over_time(run, rng, interval_s, START_TO_END), interval_s)
 
     def _percentiles_over_time(self, run: str, rng: TimeRange, interval_s: int, step: str) -> list[TimeSeries]:
-        where, params = self._where(run, rng, step=step)
-        q = (f'SELECT max("p50") AS p50, max("p99") AS p99, max("p999") AS p999 FROM "{LATENCY}" '
-             f'WHERE {where} GROUP BY time({int(interval_s)}s) fill(none)')
-        series = self.client.query(q, params)
-        if not series:
-            return []
-        s = series[0]
-        return [TimeSeries(name, tuple(int(r[0]) for r in s.values if r[i] is not None),
-                           tuple(float(r[i]) for r in s.values if r[i] is not None))
-                for i, name in enumerate(s.columns) if name != "time"]
+        """Return p50/p99/p99.9 per bucket: the max over the workers' (and finer intervals') values."""
+        names = ("p50", "p99", "p999")
+        worst: dict[str, dict[int, float]] = {n: {} for n in names}
+        for rows in self._blocks(run, rng, names, interval_s, step=step).values():
+            for t, values in rows:
+                b = bucket_of(t, interval_s)
+                for n, v in zip(names, values):
+                    if v is not None and v > worst[n].get(b, -1):
+                        worst[n][b] = float(v)
+        return [TimeSeries(n, tuple(sorted(worst[n])), tuple(worst[n][t] for t in sorted(worst[n])))
+                for n in names if worst[n]]
 
     def step_histogram(self, run: str, step: str, rng: TimeRange, pipeline: str | None = None,
                        worker: str | None = None) -> LatencyHistogram:
@@ -307,19 +373,24 @@ class MetricsStore:
         return hist
 
     def bins(self, run: str, step: str, rng: TimeRange) -> list[UiBin]:
-        """Return the Wallaroo UI bins of a step over a range, summed by InfluxDB."""
-        where, params = self._where(run, rng, step=step)
-        sums = ", ".join(f'sum("{f}") AS "{f}"' for f in BIN_FIELDS)
-        series = self.client.query(f'SELECT {sums} FROM "{LATENCY}" WHERE {where}', params)
-        row = dict(zip(series[0].columns, series[0].values[0])) if series and series[0].values else {}
-        counts = [int(row.get(f) or 0) for f in BIN_FIELDS]
-        total = sum(counts)
-        return [UiBin(label, c, 100.0 * c / total if total else 0.0) for label, c in zip(ui_labels(), counts)]
+        """Return the Wallaroo UI bins of a step over a range (from its merged histogram: exact)."""
+        return ui_bins(self.step_histogram(run, step, rng))
 
-    def step_view(self, run: str, step: str, rng: TimeRange, interval_s: int) -> StepView:
-        """Return the step page's data for one step of a run over a range."""
-        hists = self._histograms(run, rng, step=step)
-        counts = self._counts(run, rng, interval_s, step=step)
+    def step_filters(self, run: str, step: str) -> tuple[list[str], list[str]]:
+        """Return the pipelines and workers a step of a run has data for."""
+        series = self.client.query(f'SHOW TAG VALUES FROM "{LATENCY}" WITH KEY IN ("pipeline", "worker") '
+                                   'WHERE "run" = $run AND "step" = $step', {"run": run, "step": step})
+        found: dict[str, set[str]] = {"pipeline": set(), "worker": set()}
+        for s in series:
+            for key, value in s.values:
+                found.setdefault(key, set()).add(value)
+        return sorted(found["pipeline"]), sorted(found["worker"])
+
+    def step_view(self, run: str, step: str, rng: TimeRange, interval_s: int, pipeline: str | None = None,
+                  worker: str | None = None) -> StepView:
+        """Return the step page's data for one step of a run over a range (optionally one pipeline/worker)."""
+        hists = self._histograms(run, rng, step=step, pipeline=pipeline, worker=worker)
+        counts = self._counts(run, rng, interval_s, step=step, pipeline=pipeline, worker=worker)
         total = LatencyHistogram()
         by_worker: dict[str, LatencyHistogram] = defaultdict(LatencyHistogram)
         for k, h in hists.items():
@@ -331,7 +402,7 @@ class MetricsStore:
                 worker_rates[k.worker][t] += v
         workers = [group_stats(w, by_worker[w], [v / interval_s for v in worker_rates[w].values()])
                    for w in sorted(by_worker)]
-        return StepView(total.total_count, self.bins(run, step, rng), total,
+        return StepView(total.total_count, ui_bins(total), total,
                         total.percentiles(WALLAROO_PERCENTILES), _rate_series(counts, lambda k: k.pipeline, interval_s),
                         workers, interval_s)
 

@@ -68,9 +68,37 @@ def format_time(ns: int) -> str:
 
 def check_name(value: str, what: str) -> str:
     """Return a run/step/pipeline/worker name if it looks like one; raise ValueError otherwise."""
-    if not value or len(value) > MAX_NAME_CHARS or not _NAME.match(value):
+    if not isinstance(value, str) or not value or len(value) > MAX_NAME_CHARS or not _NAME.match(value):
         raise ValueError(f"{what} must be 1-{MAX_NAME_CHARS} characters of letters, digits and . _ - : / @ +")
     return value
+
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?$")
+
+
+def picker_time(date: str | None, clock: str | None, what: str) -> str | None:
+    """Turn the picker's date (YYYY-MM-DD) and UTC time of day (HH:MM[:SS[.f]]) into RFC 3339.
+
+    None when no date is picked; a time alone is refused. Raise ValueError with a reason.
+    """
+    if (date is not None and not isinstance(date, str)) or (clock is not None and not isinstance(clock, str)):
+        raise ValueError(f"custom range: the {what} date and time must be text")
+    clock = (clock or "").strip()
+    if not date:
+        if clock:
+            raise ValueError(f"custom range: pick a {what} date for the time {clock[:20]!r}")
+        return None
+    date = str(date)[:10]
+    if not _DATE.match(date):
+        raise ValueError(f"custom range: {what} date {date!r} is not YYYY-MM-DD")
+    m = _CLOCK.match(clock or "00:00")
+    if not m or int(m.group(1)) > 23 or int(m.group(2)) > 59 or int(m.group(3) or 0) > 59:
+        raise ValueError(f"custom range: {what} time {clock[:20]!r} is not HH:MM or HH:MM:SS (UTC)")
+    frac = f".{m.group(4)}" if m.group(4) else ""
+    text = f"{date}T{int(m.group(1)):02d}:{m.group(2)}:{m.group(3) or '00'}{frac}Z"
+    parse_time(text)                              # a real day of the calendar, 1970..2100
+    return text
 
 
 def is_live(last_ns: int, now_ns: int) -> bool:
@@ -86,9 +114,11 @@ def anchor_ns(last_ns: int, now_ns: int) -> int:
 def resolve_range(choice: str | None, anchor: int, custom_from: str | None = None,
                   custom_to: str | None = None) -> TimeRange:
     """Turn the picker's choice (and custom times) into a TimeRange; raise ValueError with a reason."""
+    if choice is not None and (not isinstance(choice, str) or (choice != RANGE_CUSTOM and choice not in RANGES)):
+        raise ValueError(f"unknown range {str(choice)[:20]!r}: pick one of {', '.join(RANGES)} or custom")
     if choice == RANGE_CUSTOM:
         if not custom_from:
-            raise ValueError("custom range: enter a start time (RFC 3339 or ns)")
+            raise ValueError("custom range: pick a start date and time")
         start = parse_time(custom_from)
         end = parse_time(custom_to) if custom_to else anchor
         if end <= start:
@@ -96,11 +126,3 @@ def resolve_range(choice: str | None, anchor: int, custom_from: str | None = Non
         return TimeRange(start, end)
     seconds = RANGES.get(choice or DEFAULT_RANGE, RANGES[DEFAULT_RANGE])[1]
     return TimeRange(anchor - seconds * NS, anchor)
-
-
-def group_interval_s(rng: TimeRange, max_points: int = 400) -> int:
-    """Return a GROUP BY time() interval (s) giving at most about `max_points` points."""
-    for s in (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400):
-        if rng.seconds / s <= max_points:
-            return s
-    return 86400

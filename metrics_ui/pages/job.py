@@ -11,12 +11,13 @@ from collector.influx import InfluxError
 
 from metrics_ui import components as c
 from metrics_ui import figures
-from metrics_ui.ranges import group_interval_s, resolve_range
+from metrics_ui.ranges import check_name
+from metrics_ui.resolution import bucket_s
 
 dash.register_page(__name__, path_template="/run/<run_id>", title="Run · Market Spread metrics", name="Run")
 
 JOB_RUN = "job-run"
-JOB_RANGE = "job"                  # range picker prefix: job-range, job-from, job-to
+JOB_RANGE = "job"                  # range picker prefix: job-range, job-from-date, ...
 JOB_TITLE = "job-title"
 JOB_BANNER = "job-banner"
 JOB_SUMMARY = "job-summary"
@@ -52,11 +53,17 @@ def layout(run_id: str | None = None, **_query) -> html.Div:
           Output(JOB_THROUGHPUT, "figure"), Output(JOB_PERCENTILES, "figure"),
           Output(JOB_STEPS, "children"), Output(JOB_PIPELINES, "children"), Output(JOB_WORKERS, "children"),
           Output(JOB_BANNER, "children"), Output(JOB_INTERVAL, "disabled"),
-          Input(JOB_INTERVAL, "n_intervals"), Input(f"{JOB_RANGE}-range", "value"),
-          Input(f"{JOB_RANGE}-from", "value"), Input(f"{JOB_RANGE}-to", "value"), State(JOB_RUN, "data"))
-def refresh_job(_n, choice, custom_from, custom_to, run):
+          Input(JOB_INTERVAL, "n_intervals"), *c.range_inputs(JOB_RANGE), State(JOB_RUN, "data"))
+def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run):
     """Reload the job page's figures and tables for the chosen range."""
     keep = [dash.no_update] * 8
+    try:
+        check_name(run, "run id")
+    except ValueError as e:
+        empty = c.table(c.STATS_HEADER, [], empty="no such run")
+        return ("bad run id", "status", "", figures.empty_figure("Throughput", "no such run"),
+                figures.empty_figure("Start-to-end latency", "no such run"), empty, empty, empty,
+                c.warning_banner(str(e)), True)
     try:
         store, now = c.store(), c.now_ns()
         info = store.run(run, now)
@@ -66,10 +73,10 @@ def refresh_job(_n, choice, custom_from, custom_to, run):
                     figures.empty_figure("Throughput"), figures.empty_figure("Start-to-end latency"),
                     empty, empty, empty, None, False)
         try:
-            rng = resolve_range(choice, info.anchor_ns(now), custom_from, custom_to)
+            rng = c.picked_range(choice, info.anchor_ns(now), from_date, from_time, to_date, to_time)
         except ValueError as e:
             return keep + [c.warning_banner(str(e)), not info.live]
-        view = store.job_view(run, rng, group_interval_s(rng))
+        view = store.job_view(run, rng, bucket_s(rng))
     except InfluxError as e:
         return keep + [c.influx_error_banner(e), False]
     step_rows = c.stats_rows(view.steps)

@@ -13,13 +13,16 @@ from collector.influx import InfluxError
 from metrics_ui import components as c
 from metrics_ui import figures
 from metrics_ui.export import export_url
-from metrics_ui.ranges import group_interval_s, resolve_range
+from metrics_ui.ranges import check_name
+from metrics_ui.resolution import bucket_s
 
 dash.register_page(__name__, path_template="/step/<run_id>/<step>", title="Step · Market Spread metrics",
                    name="Step")
 
 STEP_KEY = "step-key"
-STEP_RANGE = "step"               # range picker prefix: step-range, step-from, step-to
+STEP_RANGE = "step"               # range picker prefix: step-range, step-from-date, ...
+STEP_PIPELINE = "step-pipeline"
+STEP_WORKER = "step-worker"
 STEP_BANNER = "step-banner"
 STEP_SUMMARY = "step-summary"
 STEP_BINS = "step-bins"
@@ -41,6 +44,10 @@ def layout(run_id: str | None = None, step: str | None = None, **_query) -> html
         html.Div([dcc.Link("← run", href=f"/run/{quote(run, safe='')}"),
                   html.H2(["Step ", html.Code(step), " of run ", html.Code(run)])], className="page-head"),
         c.range_picker(STEP_RANGE),
+        html.Div([dcc.Dropdown(id=STEP_PIPELINE, options=[], placeholder="all pipelines", clearable=True,
+                               className="filter"),
+                  dcc.Dropdown(id=STEP_WORKER, options=[], placeholder="all workers", clearable=True,
+                               className="filter")], className="filters"),
         html.Div(id=STEP_BANNER),
         html.Div([html.Span(id=STEP_SUMMARY, className="summary"),
                   html.Span([" Download the histogram of this range: ",
@@ -60,34 +67,53 @@ def layout(run_id: str | None = None, step: str | None = None, **_query) -> html
 @callback(Output(STEP_SUMMARY, "children"), Output(STEP_PERCENTILES, "children"), Output(STEP_BINS, "figure"),
           Output(STEP_CURVE, "figure"), Output(STEP_THROUGHPUT, "figure"), Output(STEP_WORKERS, "children"),
           Output(STEP_CSV, "href"), Output(STEP_HGRM, "href"),
+          Output(STEP_PIPELINE, "options"), Output(STEP_WORKER, "options"),
           Output(STEP_BANNER, "children"), Output(STEP_INTERVAL, "disabled"),
-          Input(STEP_INTERVAL, "n_intervals"), Input(f"{STEP_RANGE}-range", "value"),
-          Input(f"{STEP_RANGE}-from", "value"), Input(f"{STEP_RANGE}-to", "value"), State(STEP_KEY, "data"))
-def refresh_step(_n, choice, custom_from, custom_to, key):
-    """Reload the step page for the chosen range."""
-    run, step = key["run"], key["step"]
-    keep = [dash.no_update] * 8
+          Input(STEP_INTERVAL, "n_intervals"), *c.range_inputs(STEP_RANGE),
+          Input(STEP_PIPELINE, "value"), Input(STEP_WORKER, "value"), State(STEP_KEY, "data"))
+def refresh_step(_n, choice, from_date, from_time, to_date, to_time, pipeline, worker, key):
+    """Reload the step page for the chosen range, pipeline and worker."""
+    run, step = (key.get("run"), key.get("step")) if isinstance(key, dict) else (None, None)
+    keep = [dash.no_update] * 10
+    try:
+        check_name(run, "run id")
+        check_name(step, "step")
+        for value, what in ((pipeline, "pipeline"), (worker, "worker")):
+            if value:
+                check_name(value, what)
+    except ValueError as e:
+        none = "no such run or step"
+        return (none, None, figures.empty_figure("Percent of events by latency bin", none),
+                figures.empty_figure("Latency by percentile", none), figures.empty_figure("Throughput", none),
+                c.table(c.STATS_HEADER, [], empty=none), dash.no_update, dash.no_update, [], [],
+                c.warning_banner(str(e)), True)
     try:
         store, now = c.store(), c.now_ns()
         info = store.run(run, now)
         if info is None:
             return ("no data yet for this run", None, figures.empty_figure("Percent of events by latency bin"),
                     figures.empty_figure("Latency by percentile"), figures.empty_figure("Throughput"),
-                    c.table(c.STATS_HEADER, []), dash.no_update, dash.no_update, None, False)
+                    c.table(c.STATS_HEADER, []), dash.no_update, dash.no_update, [], [], None, False)
         try:
-            rng = resolve_range(choice, info.anchor_ns(now), custom_from, custom_to)
+            rng = c.picked_range(choice, info.anchor_ns(now), from_date, from_time, to_date, to_time)
         except ValueError as e:
             return keep + [c.warning_banner(str(e)), not info.live]
-        view = store.step_view(run, step, rng, group_interval_s(rng))
+        pipelines, workers = store.step_filters(run, step)
+        view = store.step_view(run, step, rng, bucket_s(rng), pipeline=pipeline or None, worker=worker or None)
     except InfluxError as e:
         return keep + [c.influx_error_banner(e), False]
     p = view.percentiles
     pct_table = c.table(PERCENTILE_HEADER, [[format_ns(p[q]) for q in (50.0, 95.0, 99.0, 99.9, 99.99)]
                                             + [format_ns(view.hist.max)]] if view.events else [],
-                        STEP_PERCENTILES + "-table")
-    summary = (f"{view.events:,} events in the range" if view.events else "no data yet for this run in the range")
+                        STEP_PERCENTILES + "-table", empty="no data in the range")
+    scope = " · ".join(x for x in (pipeline, worker) if x)
+    summary = (f"{view.events:,} events in the range" + (f" ({scope})" if scope else "") if view.events
+               else "no data yet for this run in the range")
     return (summary, pct_table, figures.bins_figure(view.bins),
             figures.percentile_curve_figure(view.hist, p if view.events else None),
             figures.throughput_figure(view.throughput, f"Throughput of {step} (per pipeline)"),
             c.table(c.STATS_HEADER, c.stats_rows(view.workers), STEP_WORKERS + "-table"),
-            export_url(run, step, "csv", rng), export_url(run, step, "hgrm", rng), None, not info.live)
+            export_url(run, step, "csv", rng, worker or None, pipeline or None),
+            export_url(run, step, "hgrm", rng, worker or None, pipeline or None),
+            [{"label": x, "value": x} for x in pipelines], [{"label": x, "value": x} for x in workers],
+            None, not info.live)

@@ -74,6 +74,12 @@ def test_hgrm_matches_the_merged_histogram(ui_app, ui_data, influx_client):
     ("/export/live-1/sink.csv?limit=5", "unknown parameter 'limit'"),
     ("/export/live-1/sink.csv?from=1&from=2", "more than once"),
     ("/export/live%27--/sink.hgrm", "run must be"),
+    ("/export/live-1/sink.csv?to=tomorrow", "neither ns since the epoch nor RFC 3339"),
+    ("/export/live-1/sink.csv?from=2200-01-01T00:00:00Z", "outside 1970..2100"),
+    ("/export/live-1/sink.csv?from=1e9", "neither ns since the epoch nor RFC 3339"),
+    ("/export/live-1/sink.csv?worker=" + "w" * 201, "worker must be"),
+    ("/export/live-1/sink.csv?worker=host%00a", "worker must be"),
+    ("/export/live-1/%3DHYPERLINK(1).csv", "step must be"),
 ])
 def test_bad_parameters_get_a_clear_400(ui_app, ui_data, url, reason):
     r = ui_app.server.test_client().get(url)
@@ -93,4 +99,19 @@ def test_unreachable_influxdb_is_a_503(tmp_path):
 def test_formula_cells_are_neutralised():
     assert neutralise_cell("=HYPERLINK(\"x\")") == "'=HYPERLINK(\"x\")"
     assert neutralise_cell("+1") == "'+1" and neutralise_cell("@SUM(A1)") == "'@SUM(A1)"
+    assert neutralise_cell("-2+3") == "'-2+3" and neutralise_cell("\t=1") == "'\t=1"
+    assert neutralise_cell("\r=1") == "'\r=1"
     assert neutralise_cell(5) == 5 and neutralise_cell("12.5") == "12.5"
+
+
+def test_every_csv_cell_is_a_number_or_neutralised(ui_app, ui_data):
+    import csv
+    import io
+    r = ui_app.server.test_client().get(f"/export/{ui_data.done_run}/sink.csv?worker=host-a/p0&pipeline=nbbo")
+    assert r.status_code == 200
+    rows = list(csv.reader(io.StringIO(r.data.decode())))
+    assert rows[0] == ["value_from_ns", "value_to_ns", "count", "cumulative_percent"] and len(rows) > 10
+    for row in rows[1:]:
+        for cell in row:
+            assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")), row
+            float(cell)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import socket
 
 import numpy as np
+from selenium.webdriver.common.keys import Keys
 
 from collector.aggregate import IntervalHistogram
 from collector.histogram import LatencyHistogram
@@ -33,7 +34,7 @@ def _wait_traces(dash_duo, graph_id: str) -> list[dict]:
 
 
 def test_pages_show_runs_refresh_live_and_plot_steps(dash_duo, ui_app, ui_data, influx_client):
-    dash_duo.start_server(ui_app)
+    dash_duo.start_server(ui_app, port=_free_port())
 
     # runs page: both runs, live and finished, linked
     dash_duo.wait_for_contains_text("#runs-table", ui_data.live_run, timeout=TIMEOUT)
@@ -82,7 +83,7 @@ def test_pages_show_runs_refresh_live_and_plot_steps(dash_duo, ui_app, ui_data, 
 
 
 def test_finished_run_stays_viewable(dash_duo, ui_app, ui_data):
-    dash_duo.start_server(ui_app)
+    dash_duo.start_server(ui_app, port=_free_port())
     dash_duo.driver.get(dash_duo.server_url + f"/step/{ui_data.done_run}/start-to-end")
     total = ui_data.done_totals["start-to-end"]
     dash_duo.wait_for_contains_text("#step-summary", f"{total:,} events", timeout=TIMEOUT)
@@ -91,7 +92,7 @@ def test_finished_run_stays_viewable(dash_duo, ui_app, ui_data):
 
 
 def test_unknown_run_shows_empty_state(dash_duo, ui_app, ui_data):
-    dash_duo.start_server(ui_app)
+    dash_duo.start_server(ui_app, port=_free_port())
     dash_duo.driver.get(dash_duo.server_url + "/run/no-such-run")
     dash_duo.wait_for_contains_text("#job-summary", "no data yet for this run", timeout=TIMEOUT)
     assert dash_duo.get_logs() == []
@@ -103,10 +104,88 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+_free_port = _closed_port          # free now; dash_duo binds it right away
+
+
 def test_unreachable_influxdb_shows_a_banner(dash_duo):
     url = f"http://127.0.0.1:{_closed_port()}"
     app = create_app(UiConfig(influx=InfluxConfig(url=url, db="none", timeout=2.0)))
-    dash_duo.start_server(app)
+    dash_duo.start_server(app, port=_free_port())
     dash_duo.wait_for_contains_text("#runs-banner", "is unreachable", timeout=TIMEOUT)
     assert url in dash_duo.find_element("#runs-banner").text
     assert dash_duo.get_logs() == []
+
+
+def _events(influx_client, run: str, step: str, where: str = "", params: dict | None = None) -> int:
+    q = f'SELECT sum("count") FROM "latency" WHERE "run" = $run AND "step" = $step {where}'
+    series = influx_client.query(q, dict(params or {}, run=run, step=step))
+    return int(series[0].values[0][1]) if series else 0
+
+
+def test_step_page_filters_by_worker_and_picks_a_custom_range(dash_duo, ui_app, ui_data, influx_client):
+    from datetime import datetime, timezone
+    dash_duo.start_server(ui_app, port=_free_port())
+    run, step = ui_data.done_run, "start-to-end"
+    dash_duo.driver.get(dash_duo.server_url + f"/step/{run}/{step}")
+    total = ui_data.done_totals[step]
+    dash_duo.wait_for_contains_text("#step-summary", f"{total:,} events in the range", timeout=TIMEOUT)
+    assert dash_duo.find_element("#step-range input[value='5m']").is_selected()    # the default range
+
+    # worker filter: only that worker's events, and the export links carry it
+    dash_duo.select_dcc_dropdown("#step-worker", value="host-a/p1")
+    p1 = _events(influx_client, run, step, 'AND "worker" = $w', {"w": "host-a/p1"})
+    assert 0 < p1 < total
+    dash_duo.wait_for_contains_text("#step-summary", f"{p1:,} events in the range (host-a/p1)", timeout=TIMEOUT)
+    dash_duo._wait_for(lambda _d: "worker=host-a%2Fp1" in dash_duo.find_element("#step-csv").get_attribute("href"),
+                       timeout=TIMEOUT, msg="the CSV link has no worker filter")
+    dash_duo.wait_for_contains_text("#step-workers", "host-a/p1", timeout=TIMEOUT)
+    assert "host-a/p0" not in dash_duo.find_element("#step-workers").text
+
+    # custom range: a bad time is a visible message, a good one narrows the range to the second
+    dash_duo.find_element("#step-range input[value='custom']").click()
+    dash_duo.wait_for_contains_text("#step-banner", "pick a start date", timeout=TIMEOUT)
+    start = ui_data.done_start_ns + 12 * NS
+    day = datetime.fromtimestamp(start / 1e9, timezone.utc)
+    date_input = dash_duo.find_element("#step-from-date")
+    date_input.send_keys(day.strftime("%Y-%m-%d") + Keys.ENTER)
+    dash_duo._wait_for(lambda _d: date_input.get_attribute("value") == day.strftime("%Y-%m-%d"), timeout=TIMEOUT,
+                       msg="the date picker did not take the date")
+    date_input.send_keys(Keys.ESCAPE)                                # close the calendar
+    time_input = dash_duo.find_element("#step-from-time")
+    time_input.click()
+    time_input.send_keys("25:99\n")
+    dash_duo.wait_for_contains_text("#step-banner", "is not HH:MM or HH:MM:SS (UTC)", timeout=TIMEOUT)
+    time_input.clear()
+    time_input.send_keys(day.strftime("%H:%M:%S") + "\n")
+    later = _events(influx_client, run, step, 'AND "worker" = $w AND time >= $t',
+                    {"w": "host-a/p1", "t": day.strftime("%Y-%m-%dT%H:%M:%SZ")})
+    assert 0 < later < p1
+    dash_duo.wait_for_contains_text("#step-summary", f"{later:,} events in the range", timeout=TIMEOUT)
+    assert dash_duo.find_element("#step-banner").text == ""
+    assert dash_duo.get_logs() == []
+
+
+def test_bad_run_id_in_the_address_is_a_message(dash_duo, ui_app, ui_data):
+    dash_duo.start_server(ui_app, port=_free_port())
+    dash_duo.driver.get(dash_duo.server_url + "/run/x%27%20OR%201%3D1")
+    dash_duo.wait_for_contains_text("#job-banner", "run id must be", timeout=TIMEOUT)
+    dash_duo.driver.get(dash_duo.server_url + "/step/done-1/%3Dcmd")
+    dash_duo.wait_for_contains_text("#step-banner", "step must be", timeout=TIMEOUT)
+    assert dash_duo.get_logs() == []
+
+
+def test_dashboard_with_a_token_in_the_browser(dash_duo, influx_client, ui_data):
+    from metrics_ui.auth import AuthConfig
+    token = "browser-token-0123456789abcdef"
+    app = create_app(UiConfig(influx=influx_client.config, auth=AuthConfig(token=token)))
+    dash_duo.start_server(app, navigate=False, port=_free_port())
+    base = dash_duo.server.url.rstrip("/")
+    dash_duo.driver.get(base + "/")
+    dash_duo._wait_for(lambda d: "authentication required" in d.page_source, timeout=TIMEOUT, msg="no 401 page")
+    dash_duo.driver.get(base + f"/run/{ui_data.done_run}?token={token}")
+    assert token not in dash_duo.driver.current_url                  # swapped for a cookie, dropped from the URL
+    total = ui_data.done_totals["start-to-end"]
+    dash_duo.wait_for_contains_text("#job-summary", f"{total:,} events start-to-end", timeout=TIMEOUT)
+    dash_duo.driver.get(base + "/")                                  # callbacks (POSTs) pass with the cookie
+    dash_duo.wait_for_contains_text("#runs-table", ui_data.live_run, timeout=TIMEOUT)
+    assert token not in dash_duo.driver.page_source

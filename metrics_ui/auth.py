@@ -1,0 +1,191 @@
+"""Who may use the dashboard: loopback-only by default, credentials for anything wider.
+
+- Listening on a loopback address needs nothing. Listening on any other address
+  (`--host 0.0.0.0`, a LAN address) is refused unless credentials are configured
+  (`check_bind`), from the environment only:
+  `MS_UI_TOKEN` (a shared secret), or `MS_UI_USER` + `MS_UI_PASSWORD` (HTTP basic auth).
+- Once configured they are required for every request: pages, Dash's `/_dash-*`
+  endpoints and assets, exports. A token comes as `Authorization: Bearer <token>` or, once,
+  as `?token=<token>`, which is swapped for a signed session cookie and dropped from the URL
+  by a redirect; user and password come as HTTP basic auth (the browser asks).
+- Every state-changing request (any method but GET/HEAD/OPTIONS; Dash callbacks are POSTs)
+  must come from the dashboard's own origin: an `Origin` (or, lacking it, `Referer`) that
+  names another site is refused, so a page elsewhere cannot drive a logged-in browser.
+- Secrets are never logged or shown: the config's repr redacts them and the request log
+  has `token=` values masked. `MS_UI_SECRET_KEY` signs the session cookie (default: random
+  per process, so sessions end with it).
+
+    install(server, AuthConfig.from_env())     # in create_app
+    check_bind("0.0.0.0", auth)                 # before serving; ValueError without credentials
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import ipaddress
+import logging
+import os
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Mapping
+from urllib.parse import urlencode, urlsplit
+
+from flask import Flask, Response, redirect, request, session
+
+TOKEN_PARAM = "token"
+SESSION_KEY = "ms_ui_auth"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+REALM = "Market Spread metrics"
+_TOKEN_IN_TEXT = re.compile(r"(token=)[^&\s\"']+", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    """Credentials the dashboard requires (none: loopback use only), and origins it trusts."""
+    token: str | None = None
+    user: str | None = None
+    password: str | None = None
+    secret_key: str | None = None
+    allowed_origins: tuple[str, ...] = ()     # extra origins allowed to POST (e.g. a proxy's)
+
+    def __post_init__(self) -> None:
+        if (self.user is None) != (self.password is None) or self.user == "" or self.password == "":
+            raise ValueError("set both MS_UI_USER and MS_UI_PASSWORD (non-empty), or neither")
+        if self.token == "":
+            raise ValueError("MS_UI_TOKEN is set but empty")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> "AuthConfig":
+        """Read `MS_UI_TOKEN`, `MS_UI_USER`, `MS_UI_PASSWORD`, `MS_UI_SECRET_KEY`, `MS_UI_ALLOWED_ORIGINS`."""
+        origins = tuple(o.strip().rstrip("/") for o in environ.get("MS_UI_ALLOWED_ORIGINS", "").split(",")
+                        if o.strip())
+        return cls(environ.get("MS_UI_TOKEN"), environ.get("MS_UI_USER"), environ.get("MS_UI_PASSWORD"),
+                   environ.get("MS_UI_SECRET_KEY"), origins)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any credential is configured."""
+        return bool(self.token or self.user)
+
+    def __repr__(self) -> str:
+        shown = [f"token={'***' if self.token else None}", f"user={self.user!r}",
+                 f"password={'***' if self.password else None}"]
+        return f"AuthConfig({', '.join(shown)}, allowed_origins={self.allowed_origins!r})"
+
+
+def is_loopback(host: str) -> bool:
+    """Return whether `host` is a loopback address (or `localhost`)."""
+    host = host.strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, auth: AuthConfig) -> None:
+    """Raise ValueError if listening on `host` would expose the dashboard without credentials."""
+    if not is_loopback(host) and not auth.enabled:
+        raise ValueError(f"refusing to listen on {host!r} without credentials: anyone who can reach it would "
+                         "see every run. Set MS_UI_TOKEN (or MS_UI_USER and MS_UI_PASSWORD), or listen on "
+                         "127.0.0.1")
+
+
+class _RedactTokens(logging.Filter):
+    """Mask `token=` values in log records (werkzeug logs each request line with its query)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if "token=" in text.lower():
+            record.msg, record.args = _TOKEN_IN_TEXT.sub(r"\1***", text), None
+        return True
+
+
+def _same_origin(origin: str, allowed: tuple[str, ...]) -> bool:
+    parts = urlsplit(origin)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return False
+    if parts.netloc.lower() == request.host.lower():
+        return True
+    return f"{parts.scheme}://{parts.netloc}".lower() in {a.lower() for a in allowed}
+
+
+def _cross_site(auth: AuthConfig) -> str | None:
+    """Return why a state-changing request looks cross-site, or None."""
+    origin = request.headers.get("Origin")
+    if origin is not None:
+        return None if _same_origin(origin, auth.allowed_origins) else "Origin is not this dashboard"
+    referer = request.headers.get("Referer")
+    if referer is not None:
+        return None if _same_origin(referer, auth.allowed_origins) else "Referer is not this dashboard"
+    return None                         # not a browser (curl, scripts): credentials still apply
+
+
+def _fingerprint(auth: AuthConfig, key: str) -> str:
+    secret = f"{auth.token or ''}\0{auth.user or ''}\0{auth.password or ''}".encode()
+    return hmac.new(key.encode(), secret, hashlib.sha256).hexdigest()[:32]
+
+
+def _equal(given: str | None, expected: str | None) -> bool:
+    return given is not None and expected is not None and hmac.compare_digest(given.encode(), expected.encode())
+
+
+def _basic_ok(auth: AuthConfig) -> bool:
+    header = request.headers.get("Authorization", "")
+    if not auth.user or not header.lower().startswith("basic "):
+        return False
+    try:
+        user, _, password = base64.b64decode(header[6:].strip(), validate=True).decode().partition(":")
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return _equal(user, auth.user) & _equal(password, auth.password)
+
+
+def _bearer_ok(auth: AuthConfig) -> bool:
+    header = request.headers.get("Authorization", "")
+    return bool(auth.token) and header.lower().startswith("bearer ") and _equal(header[7:].strip(), auth.token)
+
+
+def _denied(auth: AuthConfig) -> Response:
+    how = []
+    if auth.token:
+        how.append("open the dashboard once with ?token=<MS_UI_TOKEN>, or send Authorization: Bearer <token>")
+    if auth.user:
+        how.append("sign in with the user and password of MS_UI_USER / MS_UI_PASSWORD")
+    resp = Response("authentication required: " + "; or ".join(how) + "\n", status=401, mimetype="text/plain")
+    if auth.user:
+        resp.headers["WWW-Authenticate"] = f'Basic realm="{REALM}", charset="UTF-8"'
+    return resp
+
+
+def install(server: Flask, auth: AuthConfig) -> None:
+    """Guard every request of `server`: cross-site changes refused; credentials required if configured."""
+    key = auth.secret_key or secrets.token_hex(32)
+    server.config.update(SECRET_KEY=key, SESSION_COOKIE_NAME="ms_ui_session", SESSION_COOKIE_HTTPONLY=True,
+                         SESSION_COOKIE_SAMESITE="Lax")
+    request_log = logging.getLogger("werkzeug")
+    if not any(isinstance(f, _RedactTokens) for f in request_log.filters):
+        request_log.addFilter(_RedactTokens())
+    expected = _fingerprint(auth, key)
+
+    @server.before_request
+    def _guard():
+        if request.method not in SAFE_METHODS:
+            why = _cross_site(auth)
+            if why is not None:
+                return Response(f"cross-site request refused: {why}\n", status=403, mimetype="text/plain")
+        if not auth.enabled:
+            return None
+        if hmac.compare_digest(str(session.get(SESSION_KEY, "")), expected):
+            return None
+        if _bearer_ok(auth) or _basic_ok(auth):
+            return None
+        given = request.args.get(TOKEN_PARAM)
+        if auth.token and request.method in SAFE_METHODS and _equal(given, auth.token):
+            session[SESSION_KEY] = expected
+            rest = [(k, v) for k, v in request.args.items(multi=True) if k != TOKEN_PARAM]
+            return redirect(request.path + ("?" + urlencode(rest) if rest else ""), code=303)
+        return _denied(auth)
