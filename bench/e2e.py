@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE  # noqa: E402
-from engine.fleet import Fleet, Proc, check_alive, log_tail, signals_ignored, wait_until  # noqa: E402
+from engine.fleet import Fleet, Proc, check_alive, log_tail, session_members, signals_ignored, wait_until  # noqa: E402,F401
 from engine.ingress import read_stats  # noqa: E402
 from engine.ingress_log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head  # noqa: E402
 from engine.results import read_committed  # noqa: E402

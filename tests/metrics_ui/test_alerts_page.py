@@ -82,6 +82,10 @@ def test_alerts_page_creates_edits_mutes_deletes_and_banner_shows_firing(dash_du
     dash_duo.find_element(".top a.brand").click()
     dash_duo.wait_for_text_to_equal("h2", "Runs", timeout=TIMEOUT)
     dash_duo.wait_for_contains_text("#alerts-banner", "FIRING: e2e", timeout=TIMEOUT)
+    # the runs page names the rule on the run's row (a rule without a job covers every run)
+    dash_duo._wait_for(lambda d: any("live-a" in tr.text and tr.text.rstrip().endswith("e2e")
+                                     for tr in d.find_elements(By.CSS_SELECTOR, "#runs-table tr")),
+                       timeout=TIMEOUT, msg="runs page does not show the firing rule")
     dash_duo.find_element("#alerts-banner a").click()
 
     # history of the rule: the OK -> FIRING change, and the failed webhook attempt (nothing listens on :9)
