@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from .histogram import LatencyHistogram
+from .histogram import LatencyHistogram, SparseCounts
 from .samples import StepSample
 
 #: Rollup interval lengths (s); each divides the next, so finer intervals tile coarser ones.
@@ -61,6 +61,8 @@ class IntervalAggregator:
         hist = self._open.get(key)
         if hist is None:
             hist = self._open[key] = LatencyHistogram()
+        elif isinstance(hist, SparseCounts):         # emitted, kept small: a late sample re-opens it
+            hist = self._open[key] = LatencyHistogram.from_sparse(hist)
         hist.add_sparse(sample.counts)
         self._dirty.add(key)
 
@@ -83,10 +85,14 @@ class IntervalAggregator:
             return k[3] + k[4] + self.grace_ns <= now_ns
         ready = sorted((k for k in self._dirty if closed(k) or (final and k[4] == self.interval_ns)),
                        key=lambda k: (k[4], k[3]))
-        out = [IntervalHistogram(self.run, p, s, w, start, size, self._open[(p, s, w, start, size)].copy(),
+        out = [IntervalHistogram(self.run, p, s, w, start, size, self._open[(p, s, w, start, size)],
                                  size != self.interval_ns)
                for (p, s, w, start, size) in ready]
         self._dirty.difference_update(ready)
+        # An emitted interval is kept for late samples as sparse counts (a few KB, not a
+        # dense 270 KB histogram: 120 s of them for every series held ~0.5 GB).
+        for ih in out:
+            self._open[(ih.pipeline, ih.step, ih.worker, ih.start_ns, ih.interval_ns)] = ih.hist.to_sparse()
         for key in [k for k in self._open if k[3] + k[4] + self.retain_ns < now_ns]:
             del self._open[key]
             if key[4] in self._floor:       # a late sample must not re-open a forgotten rollup
