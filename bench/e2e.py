@@ -304,31 +304,21 @@ def manifest_times(out_dir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.array(ids, np.int64), np.array(times, np.int64), np.array(counts, np.int64)
 
 
-def _manifest_field(out_dir: Path, name: str) -> dict[int, int]:
-    values = {}
-    mdir = out_dir / "_manifest"
-    for p in mdir.iterdir() if mdir.is_dir() else []:
-        if p.suffix != ".json":
+def batch_end_offsets(checkpoint_dir: Path) -> dict[int, int]:
+    """Return each planned batch's end seq from Spark's offset log (last line: {"seq": N})."""
+    ends = {}
+    offsets = checkpoint_dir / "offsets"
+    for p in offsets.iterdir() if offsets.is_dir() else []:
+        if not p.name.isdigit():
             continue
         try:
-            m = json.loads(p.read_text())
-            values[int(m["batch"])] = int(m[name])
-        except (ValueError, KeyError, TypeError):
+            ends[int(p.name)] = int(json.loads(p.read_text().strip().splitlines()[-1])["seq"])
+        except (ValueError, KeyError, IndexError, TypeError):
             continue
-    return values
+    return ends
 
 
-def batch_events(out_dir: Path) -> dict[int, int]:
-    """Return the events each committed batch applied (from its manifest)."""
-    return _manifest_field(out_dir, "events")
-
-
-def batch_end_seqs(out_dir: Path) -> dict[int, int]:
-    """Return each committed batch's end in the log (all events below it are applied)."""
-    return _manifest_field(out_dir, "consumed")
-
-
-def cadence_figures(ids: np.ndarray, times: np.ndarray, events: dict[int, int],
+def cadence_figures(ids: np.ndarray, times: np.ndarray, ends: dict[int, int],
                     start_ns: int, end_ns: int) -> CadenceFigures | None:
     """Batches committed in [start_ns, end_ns]: rate, gaps between commits, records per batch."""
     sel = (times >= start_ns) & (times <= end_ns)
@@ -336,7 +326,8 @@ def cadence_figures(ids: np.ndarray, times: np.ndarray, events: dict[int, int],
         return None
     t = np.sort(times[sel])
     gaps = np.diff(t) / 1e6
-    sizes = [events[b] for b in ids[sel].tolist() if b in events]
+    sizes = [ends[b] - ends.get(b - 1, 0) for b in ids[sel].tolist()
+             if b in ends and (b == 0 or b - 1 in ends)]
     return CadenceFigures(int(sel.sum()), round(float(sel.sum()) / ((end_ns - start_ns) / 1e9), 3),
                           round(float(np.median(gaps)), 1), round(float(np.percentile(gaps, 90)), 1),
                           round(float(gaps.max()), 1), float(np.median(sizes)) if sizes else None)
@@ -512,7 +503,7 @@ def figures_of(cfg: BenchConfig, startup: StartupFigures, run_dir: Path, samples
     if counts.sum() == len(frames):       # manifests and frames line up batch by batch
         committed = np.repeat(commit_ns, counts) - side[:, 1]
         lat_committed = latency_figures("committed", committed[in_window])
-    cadence = cadence_figures(ids, commit_ns, batch_events(run_dir / "results"), win_start, win_end)
+    cadence = cadence_figures(ids, commit_ns, batch_end_offsets(run_dir / "checkpoint"), win_start, win_end)
     return ModeResult(cfg, startup, throughput_figures(samples, cfg.warmup), lat_written, lat_committed,
                       cadence, check_exactness(run_dir, frames, side, drain_s), samples)
 

@@ -20,7 +20,6 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-backlog", type=int, help="records behind the job before ingress mutes its sockets")
     g.add_argument("--max-rows-per-batch", type=int, help="largest micro-batch in records")
     g.add_argument("--trigger-ms", type=int, help="micro-batch trigger interval (default 0: as fast as possible)")
-    g.add_argument("--chunk-ms", type=int, help="while the job lags, ingress cuts chunk files this often (default 250; else on demand)")
     g.add_argument("--no-fsync", dest="fsync", action="store_const", const=False,
                    help="ingress does not fsync (survives process crashes, not machine crashes)")
     g.add_argument("--no-metrics", dest="metrics", action="store_const", const=False,
@@ -30,7 +29,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def config_from(args: argparse.Namespace) -> Config:
     """Build the Config from the environment and the common flags."""
     keys = ("state_dir", "master", "shards", "host", "nbbo_port", "orders_port", "max_backlog",
-            "max_rows_per_batch", "trigger_ms", "chunk_ms", "fsync", "metrics")
+            "max_rows_per_batch", "trigger_ms", "fsync", "metrics")
     over = {k: getattr(args, k, None) for k in keys}
     cfg = Config.from_env(**over)
     if over.get("max_backlog") is not None:

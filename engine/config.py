@@ -27,8 +27,8 @@ class Config:
     fsync: bool = True
     master: str = "local[*]"
     shards: int = 2                       # symbol shards = state partitions; fixed by the checkpoint
-    max_rows_per_batch: int = 500_000     # events per micro-batch at most (as chunk bytes)
-    chunk_ms: int = 250                   # while the job lags, the ingress cuts chunks this often
+    max_rows_per_batch: int = 500_000
+    read_partitions: int = 2
     trigger_ms: int = 0
     spark_ui: bool = False
     metrics: bool = True                  # latency samples recorded in tasks, shipped to InfluxDB

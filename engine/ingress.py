@@ -177,8 +177,7 @@ class IngressServer:
                 ls.setblocking(False)
                 sel.register(ls, selectors.EVENT_READ, _Listener(stream))
                 self.ports[stream] = ls.getsockname()[1]
-            self._writer = LogWriter(cfg.log_dir, fsync=cfg.fsync, shards=cfg.shards,
-                                     chunk_interval_s=cfg.chunk_ms / 1000)
+            self._writer = LogWriter(cfg.log_dir, fsync=cfg.fsync)
             self._consumed = read_consumed(cfg.log_dir)
             cfg.deadletter_path.parent.mkdir(parents=True, exist_ok=True)
             self._dead = open(cfg.deadletter_path, "ab")
@@ -273,7 +272,6 @@ class IngressServer:
                 next_check = now + BACKPRESSURE_INTERVAL
                 self._consumed = read_consumed(self.cfg.log_dir)
                 self._check_backpressure()
-            self._writer.tick(self._consumed)
             if closing or now >= next_stats:
                 next_stats = now + STATS_INTERVAL
                 self._write_stats()

@@ -8,10 +8,8 @@ Layout of a log folder::
 
     seg-00000000000000000000.log   records [0, SEGMENT_RECORDS)
     seg-00000000000001048576.log   ...
-    head        u64 LE: records durably written (fsync'd)
-    consumed    u64 LE: records the job has committed (written after each Spark batch)
-    chunked     u64 LE: records cut into chunks/ for the job (chunks.py)
-    chunks/     per-shard chunk files, what the Spark job reads
+    head        u64 LE: records durably written (fsync'd) and visible to readers
+    consumed    u64 LE: records the job has committed (written by the Spark source)
 
 Record layout (64 bytes): ingest time in ns (i64 LE), then the message payload as
 received (its first byte is the message type), zero padded.
@@ -74,14 +72,11 @@ class LogWriter:
     `append` buffers in the OS; `commit` fsyncs the open segment(s) and only then
     advances `head`, so a reader never sees a record that a crash could take back.
     Opening an existing log recovers `head` from the segment sizes and truncates a
-    partially written record. With `shards`, committed records are also cut into the
-    job's per-shard chunk files (chunks.py); `tick()` must then be called regularly.
+    partially written record.
     """
 
     def __init__(self, log_dir: str | os.PathLike, segment_records: int = DEFAULT_SEGMENT_RECORDS,
-                 fsync: bool = True, shards: int | None = 2, chunk_interval_s: float | None = None,
-                 chunk_records: int | None = None):
-        from .chunks import DEFAULT_INTERVAL_S, MAX_CHUNK_RECORDS, ChunkWriter
+                 fsync: bool = True):
         self.dir = Path(log_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.segment_records = segment_records
@@ -89,15 +84,9 @@ class LogWriter:
         self._fd: int | None = None
         self._seg_first = 0
         self._dirty: set[int] = set()
-        self._uncommitted: list[tuple[int, np.ndarray]] = []
         self.size = self._recover()
         self.head = self.size
         _write_u64(self.dir / "head", self.head)
-        self.chunks = None
-        if shards:
-            self.chunks = ChunkWriter(self.dir, shards, chunk_interval_s or DEFAULT_INTERVAL_S,
-                                      chunk_records or MAX_CHUNK_RECORDS)
-            self.chunks.recover(self.head, LogReader(self.dir, segment_records).read)
 
     def _recover(self) -> int:
         segs = sorted(int(m.group(1)) for p in self.dir.iterdir() if (m := _SEG_RE.match(p.name)))
@@ -135,8 +124,6 @@ class LogWriter:
         rec[:, :8] = ts.view(np.uint8).reshape(n, 8)
         rec[:, PAYLOAD_OFFSET:PAYLOAD_OFFSET + width] = payloads
         first = self.size
-        if self.chunks is not None:
-            self._uncommitted.append((first, rec))
         done = 0
         while done < n:
             seq = self.size
@@ -164,22 +151,11 @@ class LogWriter:
         self._dirty.clear()
         self.head = self.size
         _write_u64(self.dir / "head", self.head)
-        if self.chunks is not None:
-            for first, rec in self._uncommitted:
-                self.chunks.add(first, rec)
-            self._uncommitted.clear()
         return self.head
 
-    def tick(self, consumed: int | None = None) -> None:
-        """Cut chunks that are due and delete those the job has committed (`consumed`)."""
-        if self.chunks is not None:
-            self.chunks.tick(read_consumed(self.dir) if consumed is None else consumed)
-
     def close(self) -> None:
-        """Commit, cut what is left into chunks and release file handles."""
+        """Commit and release file handles."""
         self.commit()
-        if self.chunks is not None:
-            self.chunks.flush()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -1,6 +1,6 @@
 """Ship the job's committed latency samples to InfluxDB, from the driver, off the hot path.
 
-Samples arrive in the batch manifests (job.py), so they are read once per
+Samples arrive in the sink's batch manifests (spark_sink.py), so they are read once per
 committed batch, in batch order; the next batch to read is saved in `metrics-position`
 so a restarted job carries on where it stopped.
 """

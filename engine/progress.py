@@ -1,24 +1,36 @@
-"""Publish the job's committed position in the log for ingress backpressure, replay and GC.
+"""Publish the job's committed source offset for ingress backpressure and replay.
 
-Each batch's manifest says how far every shard has applied the log (`consumed`: the
-least of them). It is published only once Spark has committed the batch (query progress
-events come after the commit log entry): the ingress deletes chunk files below
-`consumed`, and a batch Spark may still replay must keep its files.
+Spark calls a source's `commit(end)` only when it plans the *next* batch, so an idle
+stream would never publish its last offset. Query progress events arrive after each
+batch's commit log entry is written; this listener turns them into the log's
+`consumed` counter.
 """
 from __future__ import annotations
+
+import json
 
 from pyspark.sql.streaming import StreamingQueryListener
 
 from .ingress_log import write_consumed
-from .results import read_manifest
+
+
+def end_offset(progress) -> int | None:
+    """Return the ingress source's end offset from a progress object, if present."""
+    for src in progress.sources:
+        raw = src.endOffset
+        if raw is None:
+            continue
+        off = json.loads(raw) if isinstance(raw, str) else raw
+        if isinstance(off, dict) and "seq" in off:
+            return int(off["seq"])
+    return None
 
 
 class ConsumedOffsetListener(StreamingQueryListener):
     """Write `consumed` in the ingress log folder after each committed batch."""
 
-    def __init__(self, log_dir: str, out_dir: str, query_id: str):
+    def __init__(self, log_dir: str, query_id: str):
         self.log_dir = log_dir
-        self.out_dir = out_dir
         self.query_id = query_id
 
     def onQueryStarted(self, event) -> None:
@@ -28,9 +40,9 @@ class ConsumedOffsetListener(StreamingQueryListener):
         p = event.progress
         if str(p.id) != self.query_id:
             return
-        m = read_manifest(self.out_dir, int(p.batchId))
-        if m is not None and "consumed" in m:
-            write_consumed(self.log_dir, int(m["consumed"]))
+        off = end_offset(p)
+        if off is not None:
+            write_consumed(self.log_dir, off)
 
     def onQueryIdle(self, event) -> None:
         pass

@@ -42,61 +42,6 @@ def encode_results(orders: np.ndarray, bid: np.ndarray, offer: np.ndarray) -> np
     return out
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes, fsync: bool = True) -> None:
-    """Write `path` whole or not at all: a temp file, fsync'd, renamed over it."""
-    tmp = path.with_name("." + path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        if fsync:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def write_part(out_dir: str | os.PathLike, name: str, rows: np.ndarray, written_ns: int) -> None:
-    """Write a part: OrderResult frames stamped `written_ns` (`.bin`), (seq, ingest ns) (`.seq`).
-
-    Names are deterministic (shard and input range), so a replayed batch rewrites the
-    same part with the same records.
-    """
-    parts = Path(out_dir) / "parts"
-    frames = rows["frame"].copy()
-    frames["timestamp"] = written_ns
-    keys = np.empty((len(rows), 2), dtype="<i8")
-    keys[:, 0], keys[:, 1] = rows["seq"], rows["ingest_ns"]
-    write_atomic(parts / (name + ".seq"), keys.tobytes())
-    write_atomic(parts / (name + ".bin"), frames.tobytes())
-
-
-def write_manifest(out_dir: str | os.PathLike, batch_id: int, manifest: dict) -> None:
-    """Commit a batch: `_manifest/<batch>.json`, atomically and durably."""
-    mdir = Path(out_dir) / "_manifest"
-    write_atomic(mdir / f"{batch_id:012d}.json", json.dumps(manifest).encode())
-    _fsync_dir(mdir)
-
-
-def last_manifest(out_dir: str | os.PathLike) -> dict | None:
-    """Return the newest committed manifest, if any."""
-    mdir = Path(out_dir) / "_manifest"
-    names = sorted(p for p in mdir.glob("*.json")) if mdir.is_dir() else []
-    return json.loads(names[-1].read_text()) if names else None
-
-
-def read_manifest(out_dir: str | os.PathLike, batch_id: int) -> dict | None:
-    try:
-        return json.loads((Path(out_dir) / "_manifest" / f"{batch_id:012d}.json").read_text())
-    except FileNotFoundError:
-        return None
-
-
 def manifests(out_dir: str | os.PathLike) -> list[dict]:
     """Return the committed batch manifests in batch order."""
     mdir = Path(out_dir) / "_manifest"

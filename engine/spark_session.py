@@ -26,13 +26,6 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
         "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
         "spark.hadoop.fs.file.impl.disable.cache": "true",
         "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",
-        # A batch of more than 32 chunk files would otherwise be listed by a Spark job of
-        # its own (~150 ms per batch measured); the driver lists a few hundred in ~1 ms.
-        "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
-        # Pack a batch's chunk files into one read task per core: with the default 4 MB
-        # "open cost" per file every small chunk became a task of its own.
-        "spark.sql.files.openCostInBytes": "1",
-        "spark.sql.files.maxPartitionBytes": str(1 << 30),
     }
     if master.startswith("local") and not os.environ.get("SPARK_LOCAL_IP"):
         # Spark binds the driver to the host's first non-loopback address by default;

@@ -6,12 +6,11 @@ record and `put_nowait` it on a bounded queue; a full queue drops the record and
 it. A consumer thread turns records into points for any writer with `add(points)`:
 
 - `spark_progress` (tags run, query): one point per batch, at the batch's trigger start.
-  Integer fields: `batch_id`, `events` (sum of endOffset.seq - startOffset.seq, or the
-  query's `ingress` observation, see `_observed_figures`), `batch_ms`, `<phase>_ms` for
-  each `durationMs` key (`triggerExecution_ms`, `addBatch_ms`, ...), `state_rows`,
-  `state_memory_bytes`, `backlog` (latest seq - end seq), `end_seq`, `input_blocks`
-  (Spark's numInputRows: the job reads *chunk files* of events, so Spark's row counts
-  are not events), `dropped_records` (by this
+  Integer fields: `batch_id`, `events` (sum of endOffset.seq - startOffset.seq),
+  `batch_ms`, `<phase>_ms` for each `durationMs` key (`triggerExecution_ms`,
+  `addBatch_ms`, ...), `state_rows`, `state_memory_bytes`, `backlog` (latestOffset.seq -
+  endOffset.seq), `end_seq`, `input_blocks` (Spark's numInputRows: the source emits
+  *blocks* of events, so Spark's row counts are not events), `dropped_records` (by this
   listener, cumulative). Float fields: `input_events_per_s` (events / time since the
   previous trigger start; absent for a run's first batch), `processed_events_per_s`
   (events / batch duration).
@@ -49,7 +48,6 @@ from collector.influx import Point
 log = logging.getLogger(__name__)
 
 SPARK_PROGRESS = "spark_progress"
-OBSERVATION = "ingress"
 RUNS = "runs"
 STATUS_RUNNING, STATUS_FINISHED, STATUS_FAILED = "running", "finished", "failed"
 MAX_ERROR_CHARS = 500
@@ -147,22 +145,6 @@ def _source_figures(sources) -> tuple[int | None, int | None, int | None]:
     return events, backlog, end_seq
 
 
-def _observed_figures(p) -> tuple[int | None, int | None, int | None]:
-    """Return (events, backlog, end seq) from the query's `ingress` observation, if any.
-
-    A query whose source offsets are not sequence numbers (a file source) reports them
-    with `df.observe("ingress", sum(events), min(end_seq), max(latest_seq))`.
-    """
-    obs = (getattr(p, "observedMetrics", None) or {}).get(OBSERVATION)
-    if obs is None:
-        return None, None, None
-    row = obs.asDict() if hasattr(obs, "asDict") else dict(obs)
-    events, end, latest = row.get("events"), row.get("end_seq"), row.get("latest_seq")
-    backlog = max(0, int(latest) - int(end)) if latest is not None and end is not None else None
-    return (int(events) if events is not None else None, backlog,
-            int(end) if end is not None else None)
-
-
 def progress_record(run: str, p, prev_ts_ns: int | None) -> BatchProgress:
     """Convert a StreamingQueryProgress (or look-alike) into a `BatchProgress`."""
     ts_ns = parse_timestamp_ns(p.timestamp)
@@ -170,8 +152,6 @@ def progress_record(run: str, p, prev_ts_ns: int | None) -> BatchProgress:
     batch_ms = getattr(p, "batchDuration", None)
     batch_ms = int(batch_ms if batch_ms is not None else durations.get("triggerExecution", 0))
     events, backlog, end_seq = _source_figures(p.sources)
-    if events is None:
-        events, backlog, end_seq = _observed_figures(p)
     ops = list(p.stateOperators or ())
     gap_s = (ts_ns - prev_ts_ns) / 1e9 if prev_ts_ns is not None else 0.0
     return BatchProgress(

@@ -98,12 +98,9 @@ def test_bad_frames_are_set_aside_and_cost_no_good_message(spark, cfg, fixtures,
 
 
 def _fill_log(log_dir: Path, nbbo: Path, orders: Path) -> list:
-    """Write generated messages straight into the ingress log, NBBO first; return them.
-
-    Chunks of 5,000 records make the job take many batches, so kills land mid-run.
-    """
+    """Write generated messages straight into the ingress log, NBBO first; return them."""
     from engine.fixish import FrameScanner
-    writer = LogWriter(log_dir, chunk_records=5000)
+    writer = LogWriter(log_dir)
     msgs = []
     for path, stream in ((nbbo, "nbbo"), (orders, "orders")):
         data = path.read_bytes()

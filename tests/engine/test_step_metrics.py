@@ -1,4 +1,4 @@
-"""task_samples: the one-pass recording equals a plain per-pipeline, per-mask recording."""
+"""Step samples: the one-pass recording equals a plain per-pipeline, per-mask recording."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +6,13 @@ import numpy as np
 from collector.samples import STEP_CHECK, STEP_E2E, STEP_SINK, STEP_SOURCE, record_step
 from engine.fixish import NBBO_TYPE, ORDER_TYPE
 from engine.records import EVENT_DTYPE
-from engine.step_metrics import task_samples
+from engine.step_metrics import sink_samples, source_samples, state_samples
+
+
+def task_samples(ev, rejected, worker, t0, t1, written):
+    """What one batch's source, state and sink tasks record together."""
+    return (source_samples(ev, worker, t0) + state_samples(ev, rejected, worker, t0, t1)
+            + sink_samples(np.ascontiguousarray(ev["ingest_ns"])[rejected], worker, t1, written))
 
 
 def _plain(ev, rejected, t0, t1, written):
