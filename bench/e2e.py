@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -40,7 +41,7 @@ from engine.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE  # no
 from engine.fleet import Fleet, Proc, check_alive, log_tail, session_members, signals_ignored, wait_until  # noqa: E402,F401
 from engine.ingress import read_stats  # noqa: E402
 from engine.ingress_log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head  # noqa: E402
-from engine.results import read_committed  # noqa: E402
+from engine.results import read_batch, read_committed  # noqa: E402
 from engine.rule import WIDE_ABS, WIDE_REL  # noqa: E402
 from engine.tools.generate import generate  # noqa: E402
 
@@ -127,7 +128,7 @@ class ThroughputFigures:
 @dataclass(frozen=True)
 class LatencyFigures:
     """Latency of the results of orders ingested in the measurement window, in ms."""
-    basis: str                         # "written": result timestamp; "committed": manifest time
+    basis: str                         # "written": result timestamp; "committed": Spark commit time
     count: int
     p50_ms: float
     p90_ms: float
@@ -292,30 +293,75 @@ def latency_figures(basis: str, latency_ns: np.ndarray) -> LatencyFigures | None
                           round(float(latency_ns.max()) / 1e6, 3))
 
 
-def manifest_times(out_dir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return (batch ids, commit ns = manifest mtime, result count) of committed batches, in order."""
-    paths = sorted(p for p in (out_dir / "_manifest").iterdir() if p.suffix == ".json")
-    ids, times, counts = [], [], []
-    for p in paths:
-        m = json.loads(p.read_text())
-        ids.append(int(m["batch"]))
-        times.append(p.stat().st_mtime_ns)
-        counts.append(int(m["count"]))
-    return np.array(ids, np.int64), np.array(times, np.int64), np.array(counts, np.int64)
+class CommitWatcher:
+    """Record every batch's commit time and end offset while the job runs.
 
+    Spark's commit log entry (`checkpoint/commits/<id>`, written once all of the batch's
+    tasks have written their results) is when a batch's results become visible; its
+    mtime is the commit time. Spark keeps only its last 100 commit and offset log
+    entries, fewer than a run makes, so a thread reads them as they appear (every
+    20 ms) and `stop` saves them to `<run>/batches.json`.
+    """
 
-def batch_end_offsets(checkpoint_dir: Path) -> dict[int, int]:
-    """Return each planned batch's end seq from Spark's offset log (last line: {"seq": N})."""
-    ends = {}
-    offsets = checkpoint_dir / "offsets"
-    for p in offsets.iterdir() if offsets.is_dir() else []:
-        if not p.name.isdigit():
-            continue
+    def __init__(self, run_dir: Path, every: float = 0.02):
+        self.run_dir = run_dir
+        self.cp = run_dir / "checkpoint"
+        self.every = every
+        self.batches: dict[int, tuple[int, int]] = {}      # id -> (commit ns, end seq)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="commit-watcher", daemon=True)
+
+    def start(self) -> "CommitWatcher":
+        self._thread.start()
+        return self
+
+    def scan(self) -> None:
         try:
-            ends[int(p.name)] = int(json.loads(p.read_text().strip().splitlines()[-1])["seq"])
-        except (ValueError, KeyError, IndexError, TypeError):
-            continue
-    return ends
+            names = os.listdir(self.cp / "commits")
+        except FileNotFoundError:
+            return
+        for n in names:
+            if not n.isdigit() or int(n) in self.batches:
+                continue
+            try:
+                t = os.stat(self.cp / "commits" / n).st_mtime_ns
+                end = int(json.loads((self.cp / "offsets" / n).read_text().strip().splitlines()[-1])["seq"])
+            except (OSError, ValueError, KeyError, IndexError, TypeError):
+                continue                                    # purged meanwhile: next scan skips it
+            self.batches[int(n)] = (t, end)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.scan()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.scan()
+        (self.run_dir / "batches.json").write_text(json.dumps(
+            {str(k): list(v) for k, v in sorted(self.batches.items())}))
+
+
+def read_batches(run_dir: Path) -> dict[int, tuple[int, int]]:
+    """What a CommitWatcher saved: batch id -> (commit ns, end seq)."""
+    path = run_dir / "batches.json"
+    if not path.exists():
+        return {}
+    return {int(k): (int(v[0]), int(v[1])) for k, v in json.loads(path.read_text()).items()}
+
+
+def batch_times(run_dir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return (batch ids, commit ns, result count) of the committed batches seen, in order."""
+    seen = read_batches(run_dir)
+    ids = sorted(seen)
+    counts = [read_batch(run_dir / "results", b).count for b in ids]
+    return (np.array(ids, np.int64), np.array([seen[b][0] for b in ids], np.int64),
+            np.array(counts, np.int64))
+
+
+def batch_end_offsets(run_dir: Path) -> dict[int, int]:
+    """Return each committed batch's end seq (Spark's offset log, as the watcher saw it)."""
+    return {b: end for b, (_, end) in read_batches(run_dir).items()}
 
 
 def cadence_figures(ids: np.ndarray, times: np.ndarray, ends: dict[int, int],
@@ -459,12 +505,14 @@ def run_mode(cfg: BenchConfig, files: dict[str, Path], run_dir: Path, *, extra_a
         offered = f"{cfg.rate:,} events/s" if cfg.rate else "unthrottled"
         print(f"e2e {cfg.mode}: ingress on {ports}, job ready in {t2 - t1:.1f} s; senders {offered}; "
               f"{cfg.warmup:g} s warm-up (after the first commit) + {cfg.duration:g} s measured", flush=True)
+        watcher = CommitWatcher(run_dir).start()
         senders = start_senders(fleet, ports, files, cfg.rate)
         wait_until(lambda: read_consumed(log_dir) > 0, JOB_READY_TIMEOUT, "the job's first commit",
                    fleet.procs)
         startup = StartupFigures(round(t1 - t0, 3), round(t2 - t1, 3), round(time.monotonic() - t2, 3))
         samples = sample_run(log_dir, cfg.warmup + cfg.duration, cfg.warmup, fleet.procs)
         drain_s = stop_input_and_drain(fleet, senders, ingress, job, log_dir)
+        watcher.stop()
         fleet.stop(job, timeout=JOB_STOP_TIMEOUT, leader_only=True)
     except (RuntimeError, TimeoutError):
         for p in fleet.procs:              # --keep keeps the whole logs
@@ -495,15 +543,15 @@ def figures_of(cfg: BenchConfig, startup: StartupFigures, run_dir: Path, samples
     win_start = next(s for s in samples if s.t >= cfg.warmup - 1e-6).wall_ns
     win_end = samples[-1].wall_ns
     frames, side = read_committed(run_dir / "results")
-    ids, commit_ns, counts = manifest_times(run_dir / "results")
+    ids, commit_ns, counts = batch_times(run_dir)
     in_window = (side[:, 1] >= win_start) & (side[:, 1] <= win_end)
     written = frames["timestamp"].astype(np.int64) - side[:, 1]
     lat_written = latency_figures("written", written[in_window])
     lat_committed = None
-    if counts.sum() == len(frames):       # manifests and frames line up batch by batch
+    if counts.sum() == len(frames):       # every batch's commit seen: they line up batch by batch
         committed = np.repeat(commit_ns, counts) - side[:, 1]
         lat_committed = latency_figures("committed", committed[in_window])
-    cadence = cadence_figures(ids, commit_ns, batch_end_offsets(run_dir / "checkpoint"), win_start, win_end)
+    cadence = cadence_figures(ids, commit_ns, batch_end_offsets(run_dir), win_start, win_end)
     return ModeResult(cfg, startup, throughput_figures(samples, cfg.warmup), lat_written, lat_committed,
                       cadence, check_exactness(run_dir, frames, side, drain_s), samples)
 

@@ -34,12 +34,10 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import e2e  # noqa: E402  (also puts the project root on sys.path)
-from collector.aggregate import IntervalAggregator  # noqa: E402
 from collector.influx import InfluxClient, InfluxConfig  # noqa: E402
 from collector.influx_server import InfluxServer  # noqa: E402
-from collector.samples import decode_samples  # noqa: E402
 from engine.ingress_log import read_consumed  # noqa: E402
-from engine.results import manifests  # noqa: E402
+from engine.metrics_shipper import committed_intervals  # noqa: E402
 
 DB = "outage_bench"
 
@@ -60,15 +58,9 @@ def noise(rates_5s: list[float]) -> float:
 
 
 def metrics_check(client: InfluxClient, run_dir: Path) -> dict:
-    """Compare the latency intervals in InfluxDB with those the committed manifests hold."""
+    """Compare the latency intervals in InfluxDB with those the committed batches hold."""
     run = (run_dir / "run_id").read_text().strip()
-    agg = IntervalAggregator(run)
-    for m in manifests(run_dir / "results"):
-        for blob in m.get("metrics", ()):
-            for s in decode_samples(blob):
-                agg.add(s)
-    want = Counter({(ih.start_ns, ih.step, ih.pipeline, ih.worker): ih.hist.total_count
-                    for ih in agg.drain(time.time_ns(), final=True)})
+    want = committed_intervals(run_dir / "results", run)
     res = client.query('SELECT "count" FROM latency WHERE "run" = $run AND "step" != \'ingress\' '
                        'GROUP BY "step", "pipeline", "worker"', params={"run": run})
     got = Counter({(ts, s.tags["step"], s.tags["pipeline"], s.tags["worker"]): c

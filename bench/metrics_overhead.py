@@ -158,8 +158,8 @@ def commit_rate(ids: np.ndarray, commit_ns: np.ndarray, ends: dict[int, int], st
 
 def run_commit_rate(run_dir: Path, res: e2e.ModeResult) -> float:
     """`commit_rate` over a finished run's measurement window (read before its folder goes)."""
-    ids, commit_ns, _ = e2e.manifest_times(run_dir / "results")
-    ends = e2e.batch_end_offsets(run_dir / "checkpoint")
+    ids, commit_ns, _ = e2e.batch_times(run_dir)
+    ends = e2e.batch_end_offsets(run_dir)
     start_ns = next(s for s in res.samples if s.t >= res.config.warmup - 1e-6).wall_ns
     return commit_rate(ids, commit_ns, ends, start_ns, res.samples[-1].wall_ns)
 

@@ -19,6 +19,7 @@ busy together with `backlog_growth_per_s` (> 0: falling behind).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Protocol, Sequence
 
@@ -144,6 +145,38 @@ def ingress_figures(samples: Sequence[IngressSample], end_ns: int | None = None,
     muted = muted_share(recent)
     return BackpressureFigures(None, muted, None, recent[-1].backlog if recent else None,
                                backlog_growth([(s.ts_ns, s.backlog) for s in recent]), status(muted))
+
+
+@dataclass(frozen=True)
+class StepBusy:
+    """How long one task kept each step busy in one batch (ns), and when it finished."""
+    worker: str
+    end_ns: int
+    busy_ns: dict[str, int]
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"worker": self.worker, "end_ns": self.end_ns, "busy_ns": self.busy_ns}).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "StepBusy":
+        d = json.loads(data)
+        return cls(str(d["worker"]), int(d["end_ns"]), {str(k): int(v) for k, v in d["busy_ns"].items()})
+
+
+def step_figures(busy: Iterable[StepBusy], step: str, end_ns: int, tasks: int,
+                 window_s: float = WINDOW_S) -> BackpressureFigures:
+    """A step's busy share over the `window_s` seconds before `end_ns`, across `tasks` tasks.
+
+    Busy share = the step's busy time in the tasks that finished in the window, over the
+    window times the number of tasks (Flink's per-subtask figure, averaged). Steps run
+    one after another inside a task and never wait on an output, so their backpressured
+    share is 0 and their status OK: when the job falls behind, it is the ingress
+    upstream that is backpressured (muted), as Flink shows it on the upstream task.
+    """
+    start = end_ns - int(window_s * _NS)
+    spent = sum(b.busy_ns.get(step, 0) for b in busy if start < b.end_ns <= end_ns)
+    share = min(1.0, spent / (window_s * _NS * max(1, tasks)))
+    return BackpressureFigures(share, 0.0, 1.0 - share, None, None, status(0.0))
 
 
 def backpressure_point(run: str, step: str, figures: BackpressureFigures, ts_ns: int) -> Point:

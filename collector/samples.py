@@ -1,9 +1,9 @@
 """Per-batch latency samples: what Spark tasks record and hand to the driver.
 
 A `StepSample` is one partition's histogram of one step for one batch, in sparse form.
-Tasks record them with numpy over whole batches (`record_step`), and they travel in-band
-with the data and the sink's commit message (a few KB per batch), so they are committed
-exactly when the batch's results are: a failed task attempt's samples are never counted.
+Tasks record them with numpy over whole batches (`record_step`) and write them beside the
+batch's results (a few KB per batch), so they are committed exactly when the batch's
+results are: a failed task attempt's or a rerun batch's samples are never counted twice.
 """
 from __future__ import annotations
 

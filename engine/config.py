@@ -28,7 +28,6 @@ class Config:
     master: str = "local[*]"
     shards: int = 2                       # symbol shards = state partitions; fixed by the checkpoint
     max_rows_per_batch: int = 500_000
-    read_partitions: int = 2
     trigger_ms: int = 0
     spark_ui: bool = False
     metrics: bool = True                  # latency samples recorded in tasks, shipped to InfluxDB

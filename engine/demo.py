@@ -40,7 +40,7 @@ def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, sym
     """Run the demo until Ctrl-C (or `duration` seconds); print a status line every 2 s."""
     from .ingress import read_stats
     from .ingress_log import read_consumed, read_head
-    from .results import ManifestTail
+    from .results import BatchTail
     from .tools.generate import generate
 
     data = cfg.state_dir / "demo-data"
@@ -79,7 +79,7 @@ def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, sym
         print(f"dashboard: http://127.0.0.1:{ui_port}/", flush=True)
         print(f"demo running: ingress {cfg.host}:{cfg.nbbo_port}/{cfg.orders_port}, "
               f"{rate} msgs/s per stream, logs in {logs}; Ctrl-C stops", flush=True)
-        tail = ManifestTail(cfg.out_dir)
+        tail = BatchTail(cfg.out_dir)
         t0 = time.monotonic()
         prev_c, prev_t = read_consumed(cfg.log_dir), t0
         while not stop["now"] and (duration is None or time.monotonic() - t0 < duration):

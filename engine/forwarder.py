@@ -1,6 +1,6 @@
 """Stream committed results to a TCP receiver (Wallaroo's sink), off the Spark path.
 
-Tails the sink's manifests and sends each committed batch's OrderResult frames. The
+Tails the committed batches and sends each committed batch's OrderResult frames. The
 files are the exactly-once output; this stream is at-least-once at batch granularity:
 the position (next batch) is saved after each batch is sent, so a crash between the
 send and the save resends that batch.
@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from .results import ManifestTail
+from .results import BatchTail, CommittedBatch
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ class ResultForwarder:
         self.poll_s = poll_s
         self._pos_path = self.out_dir / "forwarded"
         start = int(self._pos_path.read_text()) if self._pos_path.exists() else 0
-        self.tail = ManifestTail(self.out_dir, start)
+        self.tail = BatchTail(self.out_dir, start)
         self.sent = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="result-forwarder", daemon=True)
@@ -53,7 +53,7 @@ class ResultForwarder:
 
     def _run(self) -> None:
         sock = None
-        pending: list[dict] = []
+        pending: list[CommittedBatch] = []
         while not self._stop.is_set():
             pending += self.tail.poll()
             if not pending:
@@ -62,10 +62,10 @@ class ResultForwarder:
             try:
                 sock = sock or self._connect()
                 for m in list(pending):
-                    for name in m["parts"]:
-                        sock.sendall((self.out_dir / "parts" / (name + ".bin")).read_bytes())
-                    self.sent += m["count"]
-                    self._pos_path.write_text(str(m["batch"] + 1))
+                    for part in m.parts:
+                        sock.sendall(part.read_bytes())
+                    self.sent += m.count
+                    self._pos_path.write_text(str(m.batch + 1))
                     pending.pop(0)
             except ConnectionAbortedError:
                 break

@@ -9,48 +9,77 @@ import pandas as pd
 
 from .config import Config
 from .progress import ConsumedOffsetListener
-from .records import EVENT_DTYPE
+from .records import decode_events, shard_keys, shard_rows
 from .results import encode_results
 from .rule import ShardState, apply_rule
-from .spark_sink import RESULT_BLOCK_SCHEMA, SINK_NAME, ResultSink
 from .spark_source import SOURCE_NAME, IngressDataSource
 
 STATE_SCHEMA = "symbols binary, reject binary, bid binary, offer binary"
+# The stateful function writes its own output and returns no rows (see batch_output.py).
+OUTPUT_SCHEMA = "shard int"
+# Set by Spark's micro-batch loop on every job it runs; tasks read it from TaskContext.
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
 QUERY_NAME = "market-spread"
 _LISTENERS: dict[str, ConsumedOffsetListener] = {}
 
 
-def make_check_market_data(metrics: bool = True):
-    """Return the applyInPandasWithState function (with or without latency samples)."""
+def make_check_market_data(log_dir: str, out_dir: str, n_shards: int, metrics: bool = True):
+    """Return the applyInPandasWithState function (with or without latency samples).
+
+    Per shard and batch it reads the batch's log range, keeps its own symbols' events,
+    runs the rule over them and writes the shard's results and samples itself
+    (batch_output.py). It yields nothing: the query's sink is Spark's `noop`, and a batch
+    commits with Spark's own commit log.
+    """
+    group_keys = shard_keys(n_shards)
 
     def check_market_data(key, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
-        """Run the rule over one shard's blocks of a batch; pass results and samples on."""
-        t0 = time.time_ns()
-        parts = [p for p in pdfs if len(p)]
-        if not parts:
+        """Run the rule over one shard's events of a batch; write its results and samples."""
+        from pyspark import TaskContext
+
+        from .batch_output import stamp_frames, write_shard_metrics, write_shard_results
+        from .ingress_log import LogReader
+
+        t_start = time.time_ns()
+        given = [p for p in pdfs if len(p)]
+        if not given:
             return
-        blocks = pd.concat(parts, ignore_index=True).sort_values("first_seq")
-        ev = np.frombuffer(b"".join(blocks["events"]), dtype=EVENT_DTYPE)
+        ranges = pd.concat(given, ignore_index=True).sort_values("lo")
+        shard = group_keys.index(int(key[0]))
+        reader = LogReader(log_dir)
+        parts = []
+        for lo, hi in zip(ranges["lo"].tolist(), ranges["hi"].tolist()):
+            rec = reader.read(lo, hi)
+            mine = shard_rows(rec, n_shards, shard)
+            parts.append(decode_events(rec[mine], lo + mine))
+        ev = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        t0 = time.time_ns()
         shard_state = ShardState.from_bytes(*state.get) if state.exists else ShardState.empty()
         out = apply_rule(shard_state, ev["seq"], ev["kind"], ev["symbol"], ev["a"], ev["b"])
         state.update(out.state.to_bytes())
-        frames = encode_results(ev[out.rows], out.bid, out.offer).tobytes() if len(out.rows) else b""
-        samples = b""
+        t1 = time.time_ns()
+        ctx = TaskContext.get()
+        batch = int(ctx.getLocalProperty(BATCH_ID_PROPERTY))
+        frames = seqs = b""
+        written = t1
+        if len(out.rows):
+            rows = encode_results(ev[out.rows], out.bid, out.offer)
+            written = time.time_ns()
+            frames, seqs = stamp_frames(rows, written)
+        write_shard_results(out_dir, batch, shard, frames, seqs)
         if metrics:
-            from pyspark import TaskContext
+            from collector.backpressure import StepBusy
+            from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, encode_samples, worker_name
 
-            from collector.samples import encode_samples, worker_name
-
-            from .step_metrics import state_samples
-            ctx = TaskContext.get()
-            own = state_samples(ev, out.rows, worker_name(ctx.partitionId() if ctx else None),
-                                t0, time.time_ns())
-            # Samples are JSON lines: the read tasks' pass on as they are, no decode/encode.
-            samples = b"\n".join([m for m in blocks["metrics"] if m] + [encode_samples(own)])
-        if frames or samples:
-            yield pd.DataFrame({"shard": [int(key[0])],
-                                "first_seq": [int(ev["seq"][out.rows[0]]) if len(out.rows) else -1],
-                                "count": [len(out.rows)], "frames": [frames], "metrics": [samples]})
+            from .step_metrics import sink_samples, source_samples, state_samples
+            t_end = time.time_ns()
+            worker = worker_name(ctx.partitionId())
+            own = source_samples(ev, worker, t0) + state_samples(ev, out.rows, worker, t0, t1)
+            if len(out.rows):
+                own += sink_samples(ev["ingest_ns"][out.rows], worker, t1, written)
+            busy = StepBusy(worker, t_end, {STEP_SOURCE: t0 - t_start, STEP_CHECK: t1 - t0, STEP_SINK: t_end - t1})
+            write_shard_metrics(out_dir, batch, shard, encode_samples(own), busy.to_bytes())
+        yield from ()
 
     return check_market_data
 
@@ -58,7 +87,6 @@ def make_check_market_data(metrics: bool = True):
 def register_sources(spark) -> None:
     """Register the project's data sources with a session."""
     spark.dataSource.register(IngressDataSource)
-    spark.dataSource.register(ResultSink)
 
 
 def start_query(spark, cfg: Config):
@@ -71,14 +99,11 @@ def start_query(spark, cfg: Config):
               .option("path", str(cfg.log_dir))
               .option("shards", cfg.shards)
               .option("maxRowsPerBatch", cfg.max_rows_per_batch)
-              .option("partitions", cfg.read_partitions)
-              .option("metrics", str(cfg.metrics).lower())
               .load())
     results = events.groupBy("shard").applyInPandasWithState(
-        make_check_market_data(cfg.metrics), RESULT_BLOCK_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout)
-    writer = (results.writeStream.format(SINK_NAME)
-              .option("path", str(cfg.out_dir))
-              .option("metrics", str(cfg.metrics).lower())
+        make_check_market_data(str(cfg.log_dir), str(cfg.out_dir), cfg.shards, cfg.metrics),
+        OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout)
+    writer = (results.writeStream.format("noop")
               .option("checkpointLocation", str(cfg.checkpoint_dir))
               .queryName(QUERY_NAME)
               .outputMode("append"))

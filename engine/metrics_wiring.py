@@ -41,6 +41,7 @@ class IngressMetrics:
         self.worker = worker_name() + "/ingress"
         self.dropped = 0
         self._pending: collections.deque = collections.deque()
+        self._recent: collections.deque = collections.deque()     # IngressSample, last 10 s
         self._max = max_pending
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ingress-metrics", daemon=True)
@@ -70,8 +71,18 @@ class IngressMetrics:
             counts = SparseCounts(idx.astype(np.int32), np.bincount(inv, weights=arr[:, 1]).astype(np.int64))
             self.agg.add(StepSample(stream, STEP_INGRESS, self.worker, last_commit, counts))
 
-    def _status_point(self, now_ns: int) -> Point:
+    def _status_points(self, now_ns: int) -> list[Point]:
+        """The ingress' status point and its `backpressure` figures (muted share, backlog)."""
+        from collector.backpressure import STEP_INGRESS as BP_INGRESS
+        from collector.backpressure import WINDOW_S, IngressSample, backpressure_point, ingress_figures
         st = self.stats_fn()
+        self._recent.append(IngressSample(now_ns, float(st.muted_seconds), int(st.backlog)))
+        while self._recent and self._recent[0].ts_ns < now_ns - int(WINDOW_S * 1e9):
+            self._recent.popleft()
+        figures = ingress_figures(list(self._recent), now_ns)
+        return [self._status_point(st, now_ns), backpressure_point(self.run, BP_INGRESS, figures, now_ns)]
+
+    def _status_point(self, st, now_ns: int) -> Point:
         return Point("ingress", {"run": self.run}, {
             "accepted": int(st.accepted_total), "bad": int(st.bad_total), "head": int(st.head),
             "consumed": int(st.consumed), "backlog": int(st.backlog), "muted": bool(st.muted),
@@ -82,7 +93,7 @@ class IngressMetrics:
         self._drain_pending()
         now = time.time_ns()
         points = [latency_point(ih) for ih in self.agg.drain(now, final)]
-        points.append(self._status_point(now))
+        points += self._status_points(now)
         self.writer.add(points)
 
     def _run(self) -> None:
@@ -127,7 +138,9 @@ def attach_listener(spark, run: str, writer, log_dir: Path):
     from spark_listener import SparkMetricsListener
 
     from .job import QUERY_NAME
-    listener = SparkMetricsListener(run, writer, QUERY_NAME, muted_share_fn=IngressMutedShare(log_dir)).start()
+    from .ingress_log import read_head
+    listener = SparkMetricsListener(run, writer, QUERY_NAME, muted_share_fn=IngressMutedShare(log_dir),
+                                    latest_offset_fn=lambda: read_head(log_dir)).start()
     spark.streams.addListener(listener)
     return listener
 

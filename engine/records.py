@@ -1,9 +1,7 @@
-"""Vectorised decoding of ingress-log records into packed event arrays (numpy only).
+"""Vectorised decoding of ingress-log records into event arrays (numpy only).
 
-Between Spark stages events travel as *packed blocks*: one Spark row per (read range,
-shard) whose binary column holds a numpy array of `EVENT_DTYPE`. Spark still routes
-every block to its shard's stateful task, but handles a few rows per batch instead of
-one per event, so the JVM's per-row work (row conversion, shuffle sort) disappears.
+Events never travel through Spark rows: a shard's stateful task reads its batch's log
+range, keeps the records of its own symbols (`shard_rows`) and decodes only those.
 
 Symbols travel as the 4 symbol bytes read as a big-endian int32 and order ids as the
 6 id bytes read as a big-endian integer; `symbol_bytes`/`order_id_bytes` turn them back.
@@ -12,16 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE
+from .fixish import NBBO_FIELDS, ORDER_FIELDS, ORDER_TYPE
 from .ingress_log import PAYLOAD_OFFSET
 
 # One event; for an NBBO `a, b` are bid and offer, for an order qty and price.
 EVENT_DTYPE = np.dtype([("seq", "<i8"), ("ingest_ns", "<i8"), ("kind", "i1"), ("side", "i1"),
                         ("symbol", "<i4"), ("account", "<u4"), ("order_id", "<i8"),
                         ("a", "<f8"), ("b", "<f8")])
-# Spark schema of a block of one shard's events (rows of the source).
-# `metrics`: encoded latency samples (collector.samples) riding along with the data.
-BLOCK_SCHEMA = "shard int, first_seq long, count long, events binary, metrics binary"
 
 
 def _field(rec: np.ndarray, offset: int, width: int, dtype: str) -> np.ndarray:
@@ -65,17 +60,31 @@ def shard_keys(n_shards: int) -> list[int]:
     return [keys[k] for k in range(n_shards)]
 
 
-def decode_events(rec: np.ndarray, first_seq: int) -> np.ndarray:
-    """Decode (n, 64) log records into an `EVENT_DTYPE` array."""
+def record_symbols(rec: np.ndarray) -> np.ndarray:
+    """Symbol ints of (n, 64) log records (the field sits where the record's type puts it)."""
+    is_order = rec[:, PAYLOAD_OFFSET] == ORDER_TYPE
+    return np.where(is_order, _field(rec, ORDER_FIELDS["symbol"], 4, ">i4"),
+                    _field(rec, NBBO_FIELDS["symbol"], 4, ">i4"))
+
+
+def shard_rows(rec: np.ndarray, n_shards: int, shard: int) -> np.ndarray:
+    """Indices of the records whose symbol belongs to `shard`, in log order."""
+    return np.flatnonzero(shard_of(record_symbols(rec), n_shards) == shard)
+
+
+def decode_events(rec: np.ndarray, seq: int | np.ndarray) -> np.ndarray:
+    """Decode (n, 64) log records into an `EVENT_DTYPE` array.
+
+    `seq`: the first record's sequence number (records are consecutive), or one per record.
+    """
     n = rec.shape[0]
     ev = np.zeros(n, dtype=EVENT_DTYPE)
     kind = rec[:, PAYLOAD_OFFSET].astype(np.int8)
     is_order = kind == ORDER_TYPE
-    ev["seq"] = np.arange(first_seq, first_seq + n, dtype=np.int64)
+    ev["seq"] = np.arange(seq, seq + n, dtype=np.int64) if np.ndim(seq) == 0 else seq
     ev["ingest_ns"] = np.ascontiguousarray(rec[:, :8]).view("<i8").reshape(-1)
     ev["kind"] = kind
-    ev["symbol"] = np.where(is_order, _field(rec, ORDER_FIELDS["symbol"], 4, ">i4"),
-                            _field(rec, NBBO_FIELDS["symbol"], 4, ">i4"))
+    ev["symbol"] = record_symbols(rec)
     ev["a"] = np.where(is_order, _field(rec, ORDER_FIELDS["qty"], 8, ">f8"),
                        _field(rec, NBBO_FIELDS["bid"], 8, ">f8"))
     ev["b"] = np.where(is_order, _field(rec, ORDER_FIELDS["price"], 8, ">f8"),
@@ -90,15 +99,6 @@ def decode_events(rec: np.ndarray, first_seq: int) -> np.ndarray:
         oid[:, 2:] = o[:, off:off + 6]
         ev["order_id"][orders] = oid.view(">i8").reshape(-1)
     return ev
-
-
-def split_by_shard(ev: np.ndarray, n_shards: int) -> list[tuple[int, np.ndarray]]:
-    """Split events (in seq order) into per-shard arrays, each still in seq order."""
-    shard = shard_of(ev["symbol"], n_shards)
-    order = np.argsort(shard, kind="stable")
-    bounds = np.searchsorted(shard[order], np.arange(n_shards + 1))
-    return [(k, ev[order[bounds[k]:bounds[k + 1]]]) for k in range(n_shards)
-            if bounds[k + 1] > bounds[k]]
 
 
 def symbol_bytes(symbol: np.ndarray) -> np.ndarray:

@@ -98,7 +98,7 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         writer = open_writer(cfg.state_dir, f"replay-{run_id}")
         metrics = IngressMetrics(run_id, writer, server.stats).start()
         server.on_commit = metrics.on_commit
-        shipper = MetricsShipper(rcfg.out_dir, run_id, writer).start()
+        shipper = MetricsShipper(rcfg.out_dir, run_id, writer, tasks=rcfg.shards).start()
     server.start()
     spark = spark or build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui)
     listener = None

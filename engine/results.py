@@ -1,14 +1,14 @@
-"""Result records: vectorised encoding to Wallaroo's OrderResult, reading committed output."""
+"""Result records: vectorised encoding to Wallaroo's OrderResult, reading committed batches."""
 from __future__ import annotations
 
-import json
 import os
-import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
+from .batch_output import batch_dir
 from .fixish import RESULT_LEN
 
 RESULT_FRAME = np.dtype([
@@ -26,7 +26,8 @@ RESULT_BLOCK_DTYPE = np.dtype([("frame", RESULT_FRAME), ("seq", "<i8"), ("ingest
 def encode_results(orders: np.ndarray, bid: np.ndarray, offer: np.ndarray) -> np.ndarray:
     """Build result rows (OrderResult frame, seq, ingest ns) from rejected order events.
 
-    The frame's timestamp is left 0: the sink stamps it when it writes the frame.
+    The frame's timestamp is left 0: it is stamped when the frames are written
+    (batch_output.stamp_frames).
     """
     from .records import order_id_bytes, symbol_bytes
     out = np.zeros(len(orders), dtype=RESULT_BLOCK_DTYPE)
@@ -42,20 +43,66 @@ def encode_results(orders: np.ndarray, bid: np.ndarray, offer: np.ndarray) -> np
     return out
 
 
-def manifests(out_dir: str | os.PathLike) -> list[dict]:
-    """Return the committed batch manifests in batch order."""
-    mdir = Path(out_dir) / "_manifest"
-    if not mdir.is_dir():
-        return []
-    names = sorted(p for p in mdir.iterdir() if p.suffix == ".json")
-    return [json.loads(p.read_text()) for p in names]
+@dataclass(frozen=True)
+class CommittedBatch:
+    """What one committed micro-batch left: its shards' result files and latency samples."""
+    batch: int
+    parts: list[Path]                 # `.bin` files (OrderResult frames), in shard order
+    count: int                        # result records in them
+    metrics: list[bytes]              # each shard's encoded samples (collector.samples)
+    busy: list[bytes]                 # each shard's encoded step busy times (collector.backpressure)
+    committed_ns: int                 # when Spark committed it (its commit log entry's mtime)
+
+
+def commit_log_dir(out_dir: str | os.PathLike) -> Path:
+    """Spark's commit log of the job writing `out_dir`.
+
+    Config puts the checkpoint beside the results (`<state>/checkpoint`, `<state>/results`).
+    """
+    return Path(out_dir).parent / "checkpoint" / "commits"
+
+
+def committed_batch(out_dir: str | os.PathLike) -> int:
+    """Return the last batch id Spark has committed (-1 if none).
+
+    Spark writes `commits/<batchId>` atomically after every task of the batch has
+    finished, and purges old entries, so the newest entry covers all earlier batches.
+    """
+    try:
+        names = os.listdir(commit_log_dir(out_dir))
+    except FileNotFoundError:
+        return -1
+    return max((int(n) for n in names if n.isdigit()), default=-1)
+
+
+def read_batch(out_dir: str | os.PathLike, batch: int) -> CommittedBatch:
+    """Read what a committed batch wrote (an empty batch wrote nothing)."""
+    d = batch_dir(out_dir, batch)
+    try:
+        names = sorted(os.listdir(d), key=lambda n: (len(n), n))
+    except FileNotFoundError:
+        names = []
+    parts = [d / n for n in names if n.endswith(".bin")]
+    metrics = [(d / n).read_bytes() for n in names if n.endswith(".metrics")]
+    busy = [(d / n).read_bytes() for n in names if n.endswith(".busy")]
+    count = sum(p.stat().st_size for p in parts) // RESULT_FRAME.itemsize
+    try:
+        committed = os.stat(commit_log_dir(out_dir) / str(batch)).st_mtime_ns
+    except FileNotFoundError:
+        committed = 0                 # purged by Spark since
+    return CommittedBatch(batch, parts, count, metrics, busy, committed)
+
+
+def committed_batches(out_dir: str | os.PathLike, start: int = 0) -> Iterator[CommittedBatch]:
+    """Yield every committed batch from `start` on, in batch order."""
+    for b in range(start, committed_batch(out_dir) + 1):
+        yield read_batch(out_dir, b)
 
 
 def iter_parts(out_dir: str | os.PathLike) -> Iterator[Path]:
-    """Yield committed part files (`.bin`) in batch, then seq order."""
-    for m in manifests(out_dir):
-        for name in m["parts"]:
-            yield Path(out_dir) / "parts" / (name + ".bin")
+    """Yield committed part files (`.bin`) in batch, then shard order."""
+    for m in committed_batches(out_dir):
+        yield from m.parts
 
 
 def read_committed(out_dir: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
@@ -69,11 +116,11 @@ def read_committed(out_dir: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
             np.frombuffer(b"".join(sides), dtype="<i8").reshape(-1, 2))
 
 
-class ManifestTail:
-    """Follow committed batches in order, reading each manifest once.
+class BatchTail:
+    """Follow committed batches in order, reading each once.
 
-    Spark batch ids are consecutive and every batch (even an empty one) commits a
-    manifest, so the next one to read is always `<next_batch>.json`.
+    Spark's batch ids are consecutive, so everything up to the newest commit log entry
+    is committed; the next one to read is always `next_batch`.
     """
 
     def __init__(self, out_dir: str | os.PathLike, next_batch: int = 0):
@@ -81,18 +128,13 @@ class ManifestTail:
         self.next_batch = next_batch
         self.count = 0
 
-    def poll(self) -> list[dict]:
-        """Return manifests committed since the last poll."""
-        new = []
-        while True:
-            p = self.dir / "_manifest" / f"{self.next_batch:012d}.json"
-            try:
-                m = json.loads(p.read_text())
-            except FileNotFoundError:
-                return new
-            new.append(m)
-            self.count += m["count"]
-            self.next_batch += 1
+    def poll(self) -> list[CommittedBatch]:
+        """Return batches committed since the last poll."""
+        new = list(committed_batches(self.dir, self.next_batch))
+        for m in new:
+            self.count += m.count
+        self.next_batch += len(new)
+        return new
 
 
 def result_tuples(frames: np.ndarray) -> list[tuple]:

@@ -28,7 +28,7 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
         from .metrics_wiring import attach_listener, open_writer
         run = run_id_for(cfg.state_dir)
         writer = open_writer(cfg.state_dir, "job")
-        shipper = MetricsShipper(cfg.out_dir, run, writer).start()
+        shipper = MetricsShipper(cfg.out_dir, run, writer, tasks=cfg.shards).start()
         listener = attach_listener(spark, run, writer, cfg.log_dir)
         from alerts.evaluator import start_evaluator
         alerts = start_evaluator(cfg.state_dir, writer)

@@ -10,7 +10,7 @@ from flask import current_app
 from collector.bins import format_ns
 from collector.influx import InfluxError
 
-from .data import GroupStats, MetricsStore
+from .data import GroupStats, MetricsStore, StepBackpressure
 from .ranges import DEFAULT_RANGE, RANGE_CUSTOM, RANGES, TimeRange, picker_time, resolve_range
 
 EXTENSION = "metrics_ui"                 # key of the MetricsStore in the Flask app's extensions
@@ -108,3 +108,25 @@ def stats_rows(stats: Sequence[GroupStats]) -> list[list[str]]:
     """Return breakdown table rows (latency percentiles and throughput) for GroupStats."""
     return [[s.label, f"{s.events:,}", fmt_latency(s.p50_ns), fmt_latency(s.p95_ns), fmt_latency(s.p99_ns),
              fmt_rate(s.eps_min), fmt_rate(s.eps_median), fmt_rate(s.eps_max)] for s in stats]
+
+
+BP_HEADER = ("step", "status", "busy %", "backpressured %", "idle %", "backlog (events)", "backlog growth (events/s)")
+BP_EMPTY = "no backpressure figures for this run yet"
+
+
+def fmt_share(share: float | None) -> str:
+    """Return a share of time (0..1) as a percentage (the header says %) for a table cell."""
+    return "—" if share is None else f"{share * 100:.0f}"
+
+
+def bp_badge(status: str | None) -> html.Span:
+    """Return a backpressure status as a badge coloured by its level (static/style.css)."""
+    known = status if status in ("OK", "LOW", "HIGH") else None
+    return html.Span(known or "—", className=f"bp bp-badge bp-{(known or 'none').lower()}")
+
+
+def backpressure_rows(latest: Sequence[StepBackpressure]) -> list[list]:
+    """Return the backpressure table's rows: status badge, shares, backlog and its growth."""
+    return [[b.step, bp_badge(b.status), fmt_share(b.busy_share), fmt_share(b.backpressured_share),
+             fmt_share(b.idle_share), "—" if b.backlog is None else f"{b.backlog:,}",
+             "—" if b.backlog_growth_per_s is None else f"{b.backlog_growth_per_s:+,.0f}"] for b in latest]

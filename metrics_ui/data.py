@@ -19,6 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
+from collector.backpressure import BACKPRESSURE, STEP_INGRESS, STEP_JOB
 from collector.bins import UiBin, ui_bins
 from collector.codec import decode
 from collector.histogram import LatencyHistogram, SparseCounts
@@ -31,6 +32,10 @@ from .resolution import BASE_S, ROLLUPS_S, bucket_of, missing, plan, rollups_up_
 LATENCY = "latency"
 START_TO_END = "start-to-end"
 STEP_ORDER = ("ingress", "source", "check_market_data", "sink", START_TO_END)
+#: The backpressure panel's rows: the pipeline's steps in order, then the whole Spark query.
+BP_STEP_ORDER = (STEP_INGRESS, "source", "check_market_data", "sink", STEP_JOB)
+_BP_FIELDS = ("status", "busy_share", "backpressured_share", "idle_share", "backlog", "backlog_growth_per_s")
+SPARK_PROGRESS = "spark_progress"
 WALLAROO_PERCENTILES = (50.0, 95.0, 99.0, 99.9, 99.99)
 RUN_SUMMARY_WINDOW_NS = 60 * NS          # the runs page's throughput and p99: a run's last minute
 _DECODE_CACHE = 50_000
@@ -112,6 +117,34 @@ class StepView:
     interval_s: int
 
 
+@dataclass(frozen=True)
+class StepBackpressure:
+    """One step's latest `backpressure` point in a range; None for a figure the step did not write."""
+    step: str
+    time_ns: int
+    status: str | None                    # OK / LOW / HIGH (Flink's thresholds, collector/backpressure.py)
+    busy_share: float | None              # shares of wall time, 0..1
+    backpressured_share: float | None
+    idle_share: float | None
+    backlog: int | None                   # events
+    backlog_growth_per_s: float | None
+
+
+@dataclass(frozen=True)
+class BackpressureView:
+    """The job page's backpressure panel for one run and range; empty lists when none was written.
+
+    Series are named by step and bucketed like the page's other charts: shares are the
+    mean of a bucket's points (they come about once a second), backlogs its maximum, so a
+    short pile-up stays visible at coarse buckets.
+    """
+    latest: list[StepBackpressure]        # in BP_STEP_ORDER, unknown steps last
+    busy: list[TimeSeries]                # busy share 0..1 per step
+    backpressured: list[TimeSeries]       # backpressured share 0..1 per step
+    backlog: list[TimeSeries]             # events per step; the job's from `spark_progress` if it wrote none
+    interval_s: int
+
+
 @functools.lru_cache(maxsize=_DECODE_CACHE)
 def _decode_sparse(blob: str) -> SparseCounts:
     # sparse: a dense histogram is 270 KB, an interval's buckets a few KB
@@ -142,6 +175,14 @@ def group_stats(label: str, hist: LatencyHistogram, rates: Sequence[float]) -> G
 
 def _step_rank(step: str) -> tuple[int, str]:
     return (STEP_ORDER.index(step) if step in STEP_ORDER else len(STEP_ORDER), step)
+
+
+def _bp_rank(step: str) -> tuple[int, str]:
+    return (BP_STEP_ORDER.index(step) if step in BP_STEP_ORDER else len(BP_STEP_ORDER), step)
+
+
+def _opt(value, kind):
+    return None if value is None else kind(value)
 
 
 class MetricsStore:
@@ -363,6 +404,52 @@ class MetricsStore:
                         worst[n][b] = float(v)
         return [TimeSeries(n, tuple(sorted(worst[n])), tuple(worst[n][t] for t in sorted(worst[n])))
                 for n in names if worst[n]]
+
+    def backpressure_view(self, run: str, rng: TimeRange, interval_s: int) -> BackpressureView:
+        """Return each step's latest backpressure figures in the range and their series per `interval_s` bucket.
+
+        One request of three statements, all aggregated by InfluxDB: the last point per
+        step, the bucketed shares and backlogs, and `spark_progress`' backlog per batch
+        (the job's backlog for runs whose job wrote no `backpressure` backlog).
+        """
+        where, params = self._where(run, rng)
+        by_time = f"GROUP BY time({int(interval_s)}s)"     # an int of ours, never user input
+        cols = ", ".join(f'"{f}"' for f in _BP_FIELDS)
+        series = self.client.query("; ".join((
+            f'SELECT {cols} FROM "{BACKPRESSURE}" WHERE {where} GROUP BY "step" ORDER BY time DESC LIMIT 1',
+            f'SELECT mean("busy_share") AS "busy", mean("backpressured_share") AS "backpressured", '
+            f'max("backlog") AS "backlog" FROM "{BACKPRESSURE}" WHERE {where} {by_time}, "step" fill(none)',
+            f'SELECT max("backlog") AS "backlog" FROM "{SPARK_PROGRESS}" WHERE {where} {by_time} fill(none)')),
+            params)
+        latest: list[StepBackpressure] = []
+        per_step: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+        progress_backlog: dict[int, float] = {}
+        for s in series:
+            if s.name == SPARK_PROGRESS:
+                progress_backlog.update((int(r["time"]), float(r["backlog"]))
+                                        for r in s.rows() if r["backlog"] is not None)
+                continue
+            step = s.tags.get("step", "")
+            if "status" in s.columns:
+                for r in s.rows():
+                    latest.append(StepBackpressure(
+                        step, int(r["time"]), r["status"], _opt(r["busy_share"], float),
+                        _opt(r["backpressured_share"], float), _opt(r["idle_share"], float),
+                        _opt(r["backlog"], int), _opt(r["backlog_growth_per_s"], float)))
+                continue
+            for r in s.rows():
+                for name in ("busy", "backpressured", "backlog"):
+                    if r[name] is not None:
+                        per_step[name][step][int(r["time"])] = float(r[name])
+        if STEP_JOB not in per_step["backlog"] and progress_backlog:
+            per_step["backlog"][STEP_JOB] = progress_backlog
+
+        def as_series(name: str) -> list[TimeSeries]:
+            return [TimeSeries(step, tuple(sorted(v)), tuple(v[t] for t in sorted(v)))
+                    for step, v in sorted(per_step[name].items(), key=lambda kv: _bp_rank(kv[0]))]
+
+        return BackpressureView(sorted(latest, key=lambda b: _bp_rank(b.step)), as_series("busy"),
+                                as_series("backpressured"), as_series("backlog"), interval_s)
 
     def step_histogram(self, run: str, step: str, rng: TimeRange, pipeline: str | None = None,
                        worker: str | None = None) -> LatencyHistogram:

@@ -1,7 +1,8 @@
 """Plotly figure builders for the dashboard (pure: typed records in, figures out).
 
-Latencies are plotted in ms on log axes, throughput in events/s, time in UTC; every axis
-says its unit. An empty input gives an empty figure carrying the page's empty-state text.
+Latencies are plotted in ms on log axes, throughput in events/s, shares of time in % (0-100),
+backlogs in events, time in UTC; every axis says its unit. An empty input gives an empty
+figure carrying the page's empty-state text.
 """
 from __future__ import annotations
 
@@ -56,6 +57,34 @@ def percentiles_over_time_figure(series: Sequence[TimeSeries], title: str) -> go
     for s in series:
         fig.add_trace(go.Scatter(x=_times(s.times_ns), y=[v / _MS for v in s.values], mode="lines", name=s.name))
     fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="latency (ms)", yaxis_type="log")
+    return fig
+
+
+def busy_share_figure(busy: Sequence[TimeSeries], backpressured: Sequence[TimeSeries], title: str,
+                      message: str = NO_DATA) -> go.Figure:
+    """Return busy (solid) and backpressured (dashed) shares of time per step, 0-100 %."""
+    if not any(s.values for s in (*busy, *backpressured)):
+        return empty_figure(title, message)
+    fig = go.Figure(layout=_LAYOUT)
+    for s in busy:
+        fig.add_trace(go.Scatter(x=_times(s.times_ns), y=[v * 100 for v in s.values], mode="lines",
+                                 name=f"{s.name} busy"))
+    for s in backpressured:
+        fig.add_trace(go.Scatter(x=_times(s.times_ns), y=[v * 100 for v in s.values], mode="lines",
+                                 name=f"{s.name} backpressured", line=dict(dash="dash")))
+    fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="share of time (%)",
+                      yaxis_range=[0, 100], legend_y=-0.3, margin_b=70)   # room for a two-row legend
+    return fig
+
+
+def backlog_figure(series: Sequence[TimeSeries], title: str, message: str = NO_DATA) -> go.Figure:
+    """Return the backlog (events not yet processed) over time, one line per step."""
+    if not any(s.values for s in series):
+        return empty_figure(title, message)
+    fig = go.Figure(layout=_LAYOUT)
+    for s in series:
+        fig.add_trace(go.Scatter(x=_times(s.times_ns), y=list(s.values), mode="lines", name=s.name))
+    fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="backlog (events)", yaxis_rangemode="tozero")
     return fig
 
 

@@ -128,8 +128,12 @@ def offset_seq(raw: Any) -> int | None:
     return None
 
 
-def _source_figures(sources) -> tuple[int | None, int | None, int | None]:
-    """Return (events, backlog, end seq) summed over the sources that report seq offsets."""
+def _source_figures(sources, latest_fn=None) -> tuple[int | None, int | None, int | None]:
+    """Return (events, backlog, end seq) summed over the sources that report seq offsets.
+
+    A source that reports no latest offset (Spark's simple stream readers never do) is
+    asked through `latest_fn()`, if given.
+    """
     events = backlog = end_seq = None
     for src in sources or ():
         end = offset_seq(src.endOffset)
@@ -140,18 +144,23 @@ def _source_figures(sources) -> tuple[int | None, int | None, int | None]:
         events = (events or 0) + max(0, end - start)
         end_seq = (end_seq or 0) + end
         latest = offset_seq(getattr(src, "latestOffset", None))
+        if latest is None and latest_fn is not None:
+            latest = latest_fn()
         if latest is not None:
             backlog = (backlog or 0) + max(0, latest - end)
     return events, backlog, end_seq
 
 
-def progress_record(run: str, p, prev_ts_ns: int | None) -> BatchProgress:
-    """Convert a StreamingQueryProgress (or look-alike) into a `BatchProgress`."""
+def progress_record(run: str, p, prev_ts_ns: int | None, latest_fn=None) -> BatchProgress:
+    """Convert a StreamingQueryProgress (or look-alike) into a `BatchProgress`.
+
+    `latest_fn()`: the source's latest offset (seq), for sources that do not report it.
+    """
     ts_ns = parse_timestamp_ns(p.timestamp)
     durations = {str(k): int(v) for k, v in dict(p.durationMs or {}).items()}
     batch_ms = getattr(p, "batchDuration", None)
     batch_ms = int(batch_ms if batch_ms is not None else durations.get("triggerExecution", 0))
-    events, backlog, end_seq = _source_figures(p.sources)
+    events, backlog, end_seq = _source_figures(p.sources, latest_fn)
     ops = list(p.stateOperators or ())
     gap_s = (ts_ns - prev_ts_ns) / 1e9 if prev_ts_ns is not None else 0.0
     return BatchProgress(
@@ -205,10 +214,15 @@ class SparkMetricsListener(StreamingQueryListener):
     """
 
     def __init__(self, run: str, writer, query_name: str | None = None, *,
-                 max_pending: int = 10_000, window_s: float = WINDOW_S, muted_share_fn=None):
+                 max_pending: int = 10_000, window_s: float = WINDOW_S, muted_share_fn=None,
+                 latest_offset_fn=None):
         """`muted_share_fn(window_s)`, if given, returns the ingress' muted share over the
-        last window (or None); it is called from the consumer thread, never the bus."""
+        last window (or None); it is called from the consumer thread, never the bus.
+        `latest_offset_fn()`, if given, returns the source's latest offset (seq) for the
+        backlog when Spark's progress carries none; it is called in the progress callback
+        (the ingress' `head` file: one 8-byte read), so the figure is the batch's own."""
         self.run = run
+        self.latest_offset_fn = latest_offset_fn
         self.muted_share_fn = muted_share_fn
         self.writer = writer
         self.query_name = query_name
@@ -280,7 +294,7 @@ class SparkMetricsListener(StreamingQueryListener):
                 if self._seen_start or (self.query_name is not None and p.name != self.query_name):
                     return
                 self._names[rid] = p.name or str(p.id)
-            rec = progress_record(self.run, p, self._prev_ts.get(rid))
+            rec = progress_record(self.run, p, self._prev_ts.get(rid), self.latest_offset_fn)
             self._prev_ts[rid] = rec.ts_ns
             self._put(rec)
         except Exception:

@@ -1,4 +1,4 @@
-"""Job page: one run's pipelines, workers and steps over the chosen range, live while it runs."""
+"""Job page: one run's pipelines, workers, steps and backpressure over the chosen range, live while it runs."""
 from __future__ import annotations
 
 from urllib.parse import quote, unquote
@@ -11,6 +11,7 @@ from collector.influx import InfluxError
 
 from metrics_ui import components as c
 from metrics_ui import figures
+from metrics_ui.data import BackpressureView
 from metrics_ui.ranges import check_name
 from metrics_ui.resolution import bucket_s
 
@@ -27,6 +28,11 @@ JOB_STEPS = "job-steps"
 JOB_PIPELINES = "job-pipelines"
 JOB_WORKERS = "job-workers"
 JOB_INTERVAL = "job-interval"
+JOB_BP = "job-backpressure"
+JOB_BP_BUSY = "job-bp-busy"
+JOB_BP_BACKLOG = "job-bp-backlog"
+_BUSY_TITLE = "Busy and backpressured share per step"
+_BACKLOG_TITLE = "Backlog"
 
 
 def layout(run_id: str | None = None, **_query) -> html.Div:
@@ -43,6 +49,10 @@ def layout(run_id: str | None = None, **_query) -> html.Div:
                   dcc.Graph(id=JOB_PERCENTILES, figure=figures.empty_figure("Start-to-end latency", "loading…"))],
                  className="grid2"),
         html.H3("Steps"), html.Div(id=JOB_STEPS),
+        html.H3("Backpressure"), html.Div(id=JOB_BP),
+        html.Div([dcc.Graph(id=JOB_BP_BUSY, figure=figures.empty_figure(_BUSY_TITLE, "loading…")),
+                  dcc.Graph(id=JOB_BP_BACKLOG, figure=figures.empty_figure(_BACKLOG_TITLE, "loading…"))],
+                 className="grid2"),
         html.H3("Pipelines (start-to-end)"), html.Div(id=JOB_PIPELINES),
         html.H3("Workers"), html.Div(id=JOB_WORKERS),
         dcc.Interval(id=JOB_INTERVAL, interval=current_app.config["MS_UI"].refresh_ms, n_intervals=0),
@@ -52,18 +62,19 @@ def layout(run_id: str | None = None, **_query) -> html.Div:
 @callback(Output(JOB_TITLE, "children"), Output(JOB_TITLE, "className"), Output(JOB_SUMMARY, "children"),
           Output(JOB_THROUGHPUT, "figure"), Output(JOB_PERCENTILES, "figure"),
           Output(JOB_STEPS, "children"), Output(JOB_PIPELINES, "children"), Output(JOB_WORKERS, "children"),
+          Output(JOB_BP, "children"), Output(JOB_BP_BUSY, "figure"), Output(JOB_BP_BACKLOG, "figure"),
           Output(JOB_BANNER, "children"), Output(JOB_INTERVAL, "disabled"),
           Input(JOB_INTERVAL, "n_intervals"), *c.range_inputs(JOB_RANGE), State(JOB_RUN, "data"))
 def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run):
     """Reload the job page's figures and tables for the chosen range."""
-    keep = [dash.no_update] * 8
+    keep = [dash.no_update] * 11
     try:
         check_name(run, "run id")
     except ValueError as e:
         empty = c.table(c.STATS_HEADER, [], empty="no such run")
         return ("bad run id", "status", "", figures.empty_figure("Throughput", "no such run"),
                 figures.empty_figure("Start-to-end latency", "no such run"), empty, empty, empty,
-                c.warning_banner(str(e)), True)
+                *_backpressure_empty("no such run"), c.warning_banner(str(e)), True)
     try:
         store, now = c.store(), c.now_ns()
         info = store.run(run, now)
@@ -71,12 +82,14 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run):
             empty = c.table(c.STATS_HEADER, [])
             return ("no data yet", "status", "no data yet for this run",
                     figures.empty_figure("Throughput"), figures.empty_figure("Start-to-end latency"),
-                    empty, empty, empty, None, False)
+                    empty, empty, empty, *_backpressure_empty(c.BP_EMPTY), None, False)
         try:
             rng = c.picked_range(choice, info.anchor_ns(now), from_date, from_time, to_date, to_time)
         except ValueError as e:
             return keep + [c.warning_banner(str(e)), not info.live]
-        view = store.job_view(run, rng, bucket_s(rng))
+        interval = bucket_s(rng)
+        view = store.job_view(run, rng, interval)
+        bp = store.backpressure_view(run, rng, interval)
     except InfluxError as e:
         return keep + [c.influx_error_banner(e), False]
     step_rows = c.stats_rows(view.steps)
@@ -90,4 +103,19 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run):
             c.table(c.STATS_HEADER, step_rows, JOB_STEPS + "-table"),
             c.table(c.STATS_HEADER, c.stats_rows(view.pipelines), JOB_PIPELINES + "-table"),
             c.table(c.STATS_HEADER, c.stats_rows(view.workers), JOB_WORKERS + "-table"),
-            None, not info.live)
+            *_backpressure_panel(bp), None, not info.live)
+
+
+def _backpressure_panel(bp: BackpressureView) -> tuple:
+    """Return the backpressure table and its two charts (the empty state when none was written)."""
+    if not bp.latest and not bp.backlog:
+        return _backpressure_empty(c.BP_EMPTY)
+    return (c.table(c.BP_HEADER, c.backpressure_rows(bp.latest), JOB_BP + "-table", empty=c.BP_EMPTY),
+            figures.busy_share_figure(bp.busy, bp.backpressured, _BUSY_TITLE),
+            figures.backlog_figure(bp.backlog, _BACKLOG_TITLE))
+
+
+def _backpressure_empty(message: str) -> tuple:
+    """Return the backpressure table and charts showing `message` instead of figures."""
+    return (c.table(c.BP_HEADER, [], JOB_BP + "-table", empty=message),
+            figures.empty_figure(_BUSY_TITLE, message), figures.empty_figure(_BACKLOG_TITLE, message))

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from collector.backpressure import (BatchSpan, IngressSample, backlog_growth, backpressure_point, busy_share,
-                                    ingress_figures, job_figures, muted_share, status)
+from collector.backpressure import (BatchSpan, IngressSample, StepBusy, backlog_growth, backpressure_point,
+                                    busy_share, ingress_figures, job_figures, muted_share, status, step_figures)
 from collector.testing import MemoryWriter
 
 S = 1_000_000_000
@@ -82,3 +82,19 @@ def test_backpressure_point_leaves_out_what_a_step_cannot_know():
     w = MemoryWriter()
     w.add(p)                                # encodable line protocol
     assert b"backpressure,run=r1,step=job" in w.lines()
+
+
+def test_step_busy_share_is_the_steps_time_over_window_and_tasks():
+    busy = [StepBusy("h/p0", 11 * S, {"source": 2 * S, "sink": S}),
+            StepBusy("h/p1", 15 * S, {"source": 4 * S}),
+            StepBusy("h/p0", 9 * S, {"source": 10 * S})]          # before the window
+    f = step_figures(busy, "source", 20 * S, tasks=2, window_s=10)
+    assert f.busy_share == pytest.approx(6 / 20) and f.idle_share == pytest.approx(14 / 20)
+    assert f.backpressured_share == 0.0 and f.status == "OK"
+    assert step_figures(busy, "check_market_data", 20 * S, tasks=2, window_s=10).busy_share == 0.0
+    assert step_figures(busy * 10, "source", 20 * S, tasks=1, window_s=10).busy_share == 1.0
+
+
+def test_step_busy_survives_its_encoding():
+    b = StepBusy("host/p1", 123, {"source": 5, "check_market_data": 7})
+    assert StepBusy.from_bytes(b.to_bytes()) == b

@@ -1,22 +1,18 @@
 """Metrics end to end: real Spark job, real InfluxDB server, counts exact, outage survived."""
 from __future__ import annotations
 
-import base64
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from collector.influx import InfluxClient, InfluxConfig
+from collector.influx import InfluxClient
 from engine.config import Config
 from engine.ingress_log import read_consumed
 from engine.replay import replay
-from engine.results import manifests
-from collector.aggregate import IntervalAggregator
-from collector.samples import decode_samples
+from engine.metrics_shipper import committed_intervals
 from engine.tools.generate import generate
 
 
@@ -43,7 +39,7 @@ def inputs(tmp_path_factory):
 
 def test_step_counts_equal_events_across_batches_and_partitions(spark, metrics_env, inputs, tmp_path):
     nbbo, orders = inputs
-    cfg = Config.from_env(state_dir=tmp_path / "state", max_rows_per_batch=10_000, read_partitions=2)
+    cfg = Config.from_env(state_dir=tmp_path / "state", max_rows_per_batch=10_000)
     rep = replay([nbbo], [orders], tmp_path / "out.msg", cfg, run_id="counts", spark=spark)
     sums = _sums(metrics_env, "counts")
     assert rep.accepted == 120_350
@@ -52,7 +48,16 @@ def test_step_counts_equal_events_across_batches_and_partitions(spark, metrics_e
     assert sums["sink"] == rep.results
     workers = metrics_env.query('SHOW TAG VALUES FROM latency WITH KEY = "worker" WHERE "run" = $run',
                                 params={"run": "counts"})
-    assert len(workers[0].values) >= 3                 # partitions of the read and state stages, ingress
+    assert len(workers[0].values) >= 3                 # the state stage's partitions, ingress
+    # Backpressure at a glance: each step's busy share and status, the ingress' muted share.
+    bp = metrics_env.query('SELECT last("status"), last("busy_share"), last("backpressured_share") '
+                           'FROM backpressure WHERE "run" = $run GROUP BY "step"', params={"run": "counts"})
+    last = {s.tags["step"]: s.values[0][1:] for s in bp}
+    assert {"ingress", "source", "check_market_data", "sink"} <= set(last)
+    for step in ("source", "check_market_data", "sink"):
+        status, busy, pressured = last[step]
+        assert status == "OK" and 0 < busy <= 1 and pressured == 0, step
+    assert last["ingress"][0] in ("OK", "LOW", "HIGH") and 0 <= last["ingress"][2] <= 1
 
 
 def test_stored_hdr_decodes_with_the_hdrhistogram_package(spark, metrics_env, inputs, tmp_path):
@@ -94,14 +99,8 @@ def test_influxdb_outage_mid_run_loses_no_interval(spark, influxdb, metrics_env,
         t.join()
     assert rep.metrics.points_spooled > 0, "the outage did not hit the writer"
     assert rep.metrics.points_dropped == 0
-    # Ground truth: the intervals the committed manifests say exist, with their counts.
-    agg = IntervalAggregator("outage")
-    for m in manifests(state / "replays" / "outage" / "results"):
-        for blob in m.get("metrics", ()):
-            for s in decode_samples(blob):
-                agg.add(s)
-    want = Counter({(ih.start_ns, ih.step, ih.pipeline, ih.worker): ih.hist.total_count
-                    for ih in agg.drain(time.time_ns(), final=True)})
+    # Ground truth: the intervals the committed batches hold, with their counts.
+    want = committed_intervals(state / "replays" / "outage" / "results", "outage")
     res = metrics_env.query('SELECT "count" FROM latency WHERE "run" = $run AND "step" != \'ingress\' '
                             'GROUP BY "step", "pipeline", "worker"', params={"run": "outage"})
     got = Counter({(ts, s.tags["step"], s.tags["pipeline"], s.tags["worker"]): c

@@ -10,7 +10,7 @@ from engine.step_metrics import sink_samples, source_samples, state_samples
 
 
 def task_samples(ev, rejected, worker, t0, t1, written):
-    """What one batch's source, state and sink tasks record together."""
+    """What one batch's state task records for its source, state and sink steps."""
     return (source_samples(ev, worker, t0) + state_samples(ev, rejected, worker, t0, t1)
             + sink_samples(np.ascontiguousarray(ev["ingest_ns"])[rejected], worker, t1, written))
 

@@ -3,7 +3,7 @@
 The user's processes (`marketspread ingress`, `marketspread job`, two senders at a steady
 rate) write metrics to a real InfluxDB server, which is stopped for `OUTAGE_S` seconds
 and started again. Afterwards InfluxDB must hold every latency interval the committed
-batches recorded, with its exact count (the ground truth is in the batch manifests),
+batches recorded, with its exact count (the ground truth is in the committed batches),
 those of the outage included. Throughput with and without the outage is a figure, not
 an assertion: `bench/influx_outage.py` measures it.
 """
@@ -18,7 +18,9 @@ from engine.tools.generate import generate
 
 from .harness import (check_exact, drain, fleet_for, log_tail, sleep_watching, start_ingress, start_job,
                       start_sender, stop_gracefully, wait_until)
-from .test_job_crash import _manifest_intervals, _stored_intervals
+from engine.metrics_shipper import committed_intervals
+
+from .test_job_crash import _stored_intervals
 
 OUTAGE_S = 30
 RATE = 2_000           # messages/s per stream
@@ -67,7 +69,7 @@ def test_influxdb_outage_of_30_s_mid_run_is_backfilled_with_no_missing_interval(
     ex = check_exact(state)
     assert ex.exact, ex
     run = (state / "run_id").read_text().strip()
-    want, got = _manifest_intervals(state / "results", run), _stored_intervals(influx_client, run)
+    want, got = committed_intervals(state / "results", run), _stored_intervals(influx_client, run)
     in_outage = [k for k in want if down_ns <= k[0] < up_ns]
     print(f"\nFIGURES influx-outage: {OUTAGE_S} s down, {(consumed_up - consumed_down)} events committed "
           f"meanwhile, {spooled} bytes spooled, {len(got)} of {len(want)} intervals stored, "

@@ -13,10 +13,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from collector.aggregate import IntervalAggregator
-from collector.samples import decode_samples
 from engine.ingress_log import read_consumed
-from engine.results import manifests
+from engine.metrics_shipper import committed_intervals
 from engine.tools.generate import generate
 
 from .harness import (check_exact, drain, fleet_for, kill_session, log_tail, start_ingress, start_job,
@@ -24,17 +22,6 @@ from .harness import (check_exact, drain, fleet_for, kill_session, log_tail, sta
 
 KILLS = 3
 RATE = 1_000           # messages/s per stream: the job keeps up even on a busy 2-core machine
-
-
-def _manifest_intervals(out_dir, run: str) -> Counter:
-    """Ground truth: every (interval, step, pipeline, worker) count the committed manifests hold."""
-    agg = IntervalAggregator(run)
-    for m in manifests(out_dir):
-        for blob in m.get("metrics", ()):
-            for s in decode_samples(blob):
-                agg.add(s)
-    return Counter({(ih.start_ns, ih.step, ih.pipeline, ih.worker): ih.hist.total_count
-                    for ih in agg.drain(time.time_ns(), final=True)})
 
 
 def _stored_intervals(client, run: str) -> Counter:
@@ -91,7 +78,7 @@ def test_job_sigkilled_three_times_during_a_live_run_stays_exact(influx_client, 
     run = (state / "run_id").read_text().strip()
     runs = influx_client.query('SHOW TAG VALUES FROM latency WITH KEY = "run"')
     assert [v[1] for v in runs[0].values] == [run]
-    want, got = _manifest_intervals(state / "results", run), _stored_intervals(influx_client, run)
+    want, got = committed_intervals(state / "results", run), _stored_intervals(influx_client, run)
     # ... with points from every job incarnation after a restart,
     for t in restarts_ns:
         assert any(ts >= t for ts, *_ in got), "no metrics after a restart"

@@ -202,6 +202,7 @@ def test_stop_drains_the_queue():
 
 def test_real_query_writes_progress_and_run_to_influxdb(spark, influx_client, tmp_path):
     from engine.config import Config
+    from engine.ingress_log import read_head
     from engine.job import QUERY_NAME
     from engine.replay import replay
     from engine.tools.generate import generate
@@ -212,10 +213,12 @@ def test_real_query_writes_progress_and_run_to_influxdb(spark, influx_client, tm
     run = "listener-it-" + uuid.uuid4().hex[:6]
     client = InfluxClient(InfluxConfig(url=influx_client.config.url, db=influx_client.config.db))
     writer = InfluxWriter(client, tmp_path / "spool").start()
-    listener = SparkMetricsListener(run, writer, QUERY_NAME).start()
+    # The source reports no latest offset (a simple stream reader): the ingress' head does.
+    log_dir = cfg.state_dir / "replays" / run / "ingress"
+    listener = SparkMetricsListener(run, writer, QUERY_NAME, latest_offset_fn=lambda: read_head(log_dir)).start()
     spark.streams.addListener(listener)
     try:
-        rep = replay([nbbo], [orders], out, cfg, spark=spark, ship_metrics=False)
+        rep = replay([nbbo], [orders], out, cfg, spark=spark, ship_metrics=False, run_id=run, keep=True)
         # progress and termination reach listeners asynchronously, after the query stopped
         assert listener.wait_terminated(30), "no termination event"
     finally:
