@@ -54,16 +54,18 @@ def record_step(step: str, pipeline: str, worker: str, values_ns: np.ndarray, ts
 
 
 def record_groups(step: str, names: tuple[str, ...], group: np.ndarray, worker: str,
-                  values_ns: np.ndarray, ts_ns: int) -> list[StepSample]:
+                  values_ns: np.ndarray, ts_ns: int, weights: np.ndarray | None = None) -> list[StepSample]:
     """Histogram values split by `group` (index into `names`) in one pass: one sample per
     non-empty group. Bucketing once and counting `group * COUNTS_LEN + bucket` with one
-    `bincount` avoids a boolean-mask gather per group (measured ~10x cheaper)."""
+    `bincount` avoids a boolean-mask gather per group (measured ~10x cheaper).
+    `weights`: how many events each value stands for (default one each)."""
     values_ns = np.asarray(values_ns, dtype=np.int64)
     if values_ns.size == 0:
         return []
     combined = bucket_indices(values_ns)
     combined += np.asarray(group, dtype=np.int64) * COUNTS_LEN
-    dense = np.bincount(combined, minlength=len(names) * COUNTS_LEN).reshape(len(names), COUNTS_LEN)
+    dense = np.bincount(combined, weights=weights, minlength=len(names) * COUNTS_LEN)
+    dense = dense.astype(np.int64).reshape(len(names), COUNTS_LEN)
     out = []
     for g, name in enumerate(names):
         nz = np.flatnonzero(dense[g])

@@ -2,7 +2,7 @@
 
 The state task encodes its rejected orders as Wallaroo OrderResult frames and writes
 them, with a `.seq` sidecar (seq, ingest ns per result), its latency samples (`.metrics`)
-and how long each step kept it busy (`.busy`), under `<out>/batches/<batchId>/<shard>.*`, fsync'd before the task ends. The names depend
+and how long each step kept it busy (also `.metrics`), under `<out>/batches/<batchId>/<shard>.*`, fsync'd before the task ends. The names depend
 only on the batch id and the shard, and a batch's input and starting state are fixed by
 Spark's checkpoint, so a batch that Spark runs again after a crash rewrites the same
 files with the same records. A batch becomes visible when Spark commits it
@@ -64,11 +64,26 @@ def write_shard_results(out_dir: str | os.PathLike, batch: int, shard: int, fram
 
 def write_shard_metrics(out_dir: str | os.PathLike, batch: int, shard: int, samples: bytes,
                         busy: bytes) -> None:
-    """Write one shard's latency `samples` and step `busy` times of `batch` (collector formats)."""
+    """Write one shard's step `busy` times and latency `samples` of `batch` (collector formats).
+
+    One file, not fsync'd: an fsync per task costs milliseconds to tens of milliseconds
+    while the ingress fsyncs its log, on the batch's critical path, and these are figures,
+    not results. A SIGKILL loses nothing (the page cache keeps the file); after a power
+    cut a committed batch may lack its figures or have a torn file, which the reader
+    skips (`read_shard_metrics`).
+    """
     d = _shard_dir(out_dir, batch)
-    _write_durable(d / f"{shard}.metrics", samples)
-    _write_durable(d / f"{shard}.busy", busy)
-    _fsync_dir(d)
+    with open(d / f"{shard}.metrics", "wb") as f:
+        f.write(busy + b"\n" + samples)
+
+
+def read_shard_metrics(path: Path) -> tuple[bytes, bytes] | None:
+    """Return (samples, busy) of a `.metrics` file, or None if it is torn."""
+    data = path.read_bytes()
+    busy, sep, samples = data.partition(b"\n")
+    if not sep or not busy.endswith(b"}"):
+        return None
+    return samples, busy
 
 
 def stamp_frames(rows: np.ndarray, now_ns: int) -> tuple[bytes, bytes]:

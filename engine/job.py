@@ -89,8 +89,12 @@ def register_sources(spark) -> None:
     spark.dataSource.register(IngressDataSource)
 
 
-def start_query(spark, cfg: Config):
-    """Start the streaming query; returns the StreamingQuery."""
+def start_query(spark, cfg: Config, metrics_listener=None):
+    """Start the streaming query; returns the StreamingQuery.
+
+    The log's `consumed` offset follows each batch through `metrics_listener` when one is
+    attached (one Python listener instead of two), else through a listener of its own.
+    """
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     register_sources(spark)
@@ -108,12 +112,16 @@ def start_query(spark, cfg: Config):
               .queryName(QUERY_NAME)
               .outputMode("append"))
     writer = writer.trigger(processingTime=f"{cfg.trigger_ms} milliseconds")
+    consumed = ConsumedOffsetListener(str(cfg.log_dir), None)
+    if metrics_listener is not None:
+        metrics_listener.add_progress_hook(consumed.publish)   # it follows only this query's runs
     query = writer.start()
-    # Attached after start to match this query's id; the first progress event comes
-    # only after the first batch commits, and each event carries the absolute offset.
-    listener = ConsumedOffsetListener(str(cfg.log_dir), str(query.id))
-    spark.streams.addListener(listener)
-    _LISTENERS[str(query.id)] = listener
+    if metrics_listener is None:
+        # Attached after start to match this query's id; the first progress event comes
+        # only after the first batch commits, and each event carries the absolute offset.
+        consumed.query_id = str(query.id)
+        spark.streams.addListener(consumed)
+        _LISTENERS[str(query.id)] = consumed
     return query
 
 

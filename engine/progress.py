@@ -29,7 +29,7 @@ def end_offset(progress) -> int | None:
 class ConsumedOffsetListener(StreamingQueryListener):
     """Write `consumed` in the ingress log folder after each committed batch."""
 
-    def __init__(self, log_dir: str, query_id: str):
+    def __init__(self, log_dir: str, query_id: str | None):
         self.log_dir = log_dir
         self.query_id = query_id
 
@@ -37,10 +37,12 @@ class ConsumedOffsetListener(StreamingQueryListener):
         pass
 
     def onQueryProgress(self, event) -> None:
-        p = event.progress
-        if str(p.id) != self.query_id:
-            return
-        off = end_offset(p)
+        if str(event.progress.id) == self.query_id:
+            self.publish(event.progress)
+
+    def publish(self, progress) -> None:
+        """Write the progress' end offset as the log's `consumed` counter."""
+        off = end_offset(progress)
         if off is not None:
             write_consumed(self.log_dir, off)
 

@@ -105,7 +105,7 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
     if writer is not None:
         from .metrics_wiring import attach_listener
         listener = attach_listener(spark, run_id, writer, rcfg.log_dir)
-    query = start_query(spark, rcfg)
+    query = start_query(spark, rcfg, listener)
     try:
         for stream, files in ((STREAM_NBBO, nbbo), (STREAM_ORDERS, orders)):
             sent = 0

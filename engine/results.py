@@ -1,6 +1,7 @@
 """Result records: vectorised encoding to Wallaroo's OrderResult, reading committed batches."""
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -8,8 +9,10 @@ from typing import Iterator
 
 import numpy as np
 
-from .batch_output import batch_dir
+from .batch_output import batch_dir, read_shard_metrics
 from .fixish import RESULT_LEN
+
+log = logging.getLogger(__name__)
 
 RESULT_FRAME = np.dtype([
     ("len", ">u4"), ("side", "u1"), ("account", ">u4"), ("order_id", "u1", (6,)),
@@ -83,8 +86,16 @@ def read_batch(out_dir: str | os.PathLike, batch: int) -> CommittedBatch:
     except FileNotFoundError:
         names = []
     parts = [d / n for n in names if n.endswith(".bin")]
-    metrics = [(d / n).read_bytes() for n in names if n.endswith(".metrics")]
-    busy = [(d / n).read_bytes() for n in names if n.endswith(".busy")]
+    metrics, busy = [], []
+    for n in names:
+        if n.endswith(".metrics"):
+            got = read_shard_metrics(d / n)
+            if got is None:
+                log.warning("batch %d: %s is torn (a power cut before it reached the disk); its "
+                            "latency figures are skipped", batch, d / n)
+                continue
+            metrics.append(got[0])
+            busy.append(got[1])
     count = sum(p.stat().st_size for p in parts) // RESULT_FRAME.itemsize
     try:
         committed = os.stat(commit_log_dir(out_dir) / str(batch)).st_mtime_ns

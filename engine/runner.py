@@ -32,7 +32,7 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
         listener = attach_listener(spark, run, writer, cfg.log_dir)
         from alerts.evaluator import start_evaluator
         alerts = start_evaluator(cfg.state_dir, writer)
-    query = start_query(spark, cfg)
+    query = start_query(spark, cfg, listener)
     log.info("job started on %s: log %s, results %s, checkpoint %s", cfg.master, cfg.log_dir,
              cfg.out_dir, cfg.checkpoint_dir)
     forwarder = None

@@ -69,3 +69,13 @@ def test_tail_reads_each_committed_batch_once_even_after_spark_purges_old_entrie
     assert [m.batch for m in got] == [1, 2] and tail.count == 3
     assert got[0].committed_ns == 0 and got[1].committed_ns > 0
     assert tail.poll() == []
+
+
+def test_a_torn_metrics_file_is_skipped_not_fatal(tmp_path):
+    out = tmp_path / "state" / "results"
+    _write(out, 0, 0, [5], samples=b"m0")
+    _write(out, 0, 1, [6], samples=b"m1")
+    (out / "batches" / f"{0:012d}" / "1.metrics").write_bytes(b'{"worker": "h/p1", "end')   # power cut
+    _commit(out, 0)
+    (m,) = BatchTail(out).poll()
+    assert m.metrics == [b"m0"] and m.busy == [b"{}"] and m.count == 2

@@ -1,0 +1,172 @@
+"""The dashboard in headless Chromium on what a real short run wrote: Spark job, real InfluxDB.
+
+One replay per module (generated input, several micro-batches, metrics shipped to the test
+server); the pages must load without browser console errors and their charts carry data.
+With MS_SCREENSHOTS=1 the last test also rewrites the screenshots in docs/.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from collector.influx import InfluxClient, InfluxConfig, ensure_database
+from engine.config import Config
+from engine.replay import replay
+from engine.tools.generate import generate
+from metrics_ui.app import UiConfig, create_app
+from metrics_ui.data import MetricsStore
+
+from .test_pages import TIMEOUT, _free_port, _wait_traces
+
+RUN = "replay-real-1"
+DB = "t_ui_real_run"
+STEPS = ("ingress", "source", "check_market_data", "sink", "start-to-end")
+BP_STEPS = ("ingress", "source", "check_market_data", "sink", "job")
+STATUSES = ("OK", "LOW", "HIGH")
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+@pytest.fixture(scope="module")
+def real_client(influxdb):
+    """A client of this module's own database, dropped afterwards."""
+    client = InfluxClient(InfluxConfig(url=influxdb.url, db=DB))
+    client.query(f'DROP DATABASE "{DB}"')
+    ensure_database(client)
+    yield client
+    client.query(f'DROP DATABASE "{DB}"')
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def real_run(spark, real_client, tmp_path_factory):
+    """Replay ~80k generated events in batches of 10k with metrics on; return the report once the run is finished."""
+    d = tmp_path_factory.mktemp("real-run")
+    nbbo, orders = d / "nbbo.msg", d / "orders.msg"
+    generate(nbbo, orders, symbols=350, nbbo=40_000, orders=40_000, wide_share=0.1, seed=7)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MS_INFLUX_URL", real_client.config.url)
+        mp.setenv("MS_INFLUX_DB", real_client.config.db)
+        cfg = Config.from_env(state_dir=d / "state", max_rows_per_batch=10_000)
+        rep = replay([nbbo], [orders], d / "out.msg", cfg, run_id=RUN, spark=spark)
+    assert rep.accepted == 80_350 and rep.metrics.points_dropped == 0
+    # The pages call a run live until its last point is 10 s old: wait, so they show it finished.
+    store, deadline = MetricsStore(real_client), time.monotonic() + 30
+    while (info := store.run(RUN, time.time_ns())) is None or info.live:
+        assert time.monotonic() < deadline, f"run {RUN} still live or missing: {info}"
+        time.sleep(0.5)
+    return rep
+
+
+@pytest.fixture
+def real_app(real_client, tmp_path):
+    """The dashboard app reading the real run's database (no alert rules)."""
+    return create_app(UiConfig(influx=real_client.config, refresh_ms=1000, alerts_file=tmp_path / "rules.json"))
+
+
+def _rows(dash_duo, table: str) -> list[list[str]]:
+    """Return a table's body cells as the browser shows them."""
+    return [[td.text for td in tr.find_elements("css selector", "td")]
+            for tr in dash_duo.find_elements(f"{table} tbody tr")]
+
+
+def _total(traces: list[dict]) -> float:
+    return sum(y for t in traces for y in t["y"] if y is not None)
+
+
+def _open_runs(dash_duo, rep) -> list[str]:
+    dash_duo.wait_for_contains_text("#runs-table", RUN, timeout=TIMEOUT)
+    row = next(r for r in _rows(dash_duo, "#runs-table") if r[0] == RUN)
+    assert row[1] == "finished" and row[4] == f"{rep.accepted:,}"
+    return row
+
+
+def _open_job(dash_duo, rep) -> None:
+    dash_duo.wait_for_contains_text(
+        "#job-summary", f"{rep.accepted:,} events start-to-end in the range · {rep.accepted:,} in the whole run "
+                        "· finished", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#job-backpressure-table", "sink", timeout=TIMEOUT)
+
+
+def _open_step(dash_duo, rep) -> None:
+    dash_duo.wait_for_contains_text("#step-summary", f"{rep.accepted:,} events in the range", timeout=TIMEOUT)
+    _wait_traces(dash_duo, "step-bins")
+    _wait_traces(dash_duo, "step-curve")
+
+
+def test_pages_show_a_real_run(dash_duo, real_app, real_run):
+    rep = real_run
+    dash_duo.start_server(real_app, port=_free_port())
+
+    # runs page: the finished run with all its events, its last minute's throughput and p99
+    row = _open_runs(dash_duo, rep)
+    assert float(row[5].replace(",", "")) > 0, row                   # events/s
+    assert row[6].endswith(("µs", "ms", "s")) and row[6][0].isdigit(), row      # p99 start-to-end
+    assert dash_duo.get_logs() == []
+
+    # job page: every step, both charts, and the backpressure each real writer sent
+    dash_duo.find_element(f"#runs-table a[href='/run/{RUN}']").click()
+    _open_job(dash_duo, rep)
+    steps = {r[0]: r for r in _rows(dash_duo, "#job-steps-table")}
+    assert list(steps) == list(STEPS)
+    want = {"ingress": rep.accepted, "source": rep.accepted, "check_market_data": rep.accepted,
+            "sink": rep.results, "start-to-end": rep.accepted}
+    assert {s: int(r[1].replace(",", "")) for s, r in steps.items()} == want
+    assert all(cell != "—" for r in steps.values() for cell in r[2:5]), steps       # p50, p95, p99
+    assert [r[0] for r in _rows(dash_duo, "#job-pipelines-table")] == ["nbbo", "orders"]
+    assert _total(_wait_traces(dash_duo, "job-throughput")) > 0
+    assert len(_wait_traces(dash_duo, "job-percentiles")) == 3
+    bp = _rows(dash_duo, "#job-backpressure-table")
+    assert [r[0] for r in bp] == list(BP_STEPS), bp
+    badges = [b.text for b in dash_duo.find_elements("#job-backpressure-table .bp-badge")]
+    assert len(badges) == len(BP_STEPS) and all(b in STATUSES for b in badges[:4]), badges
+    assert all(r[2] != "—" for r in bp[1:]), bp                      # busy % of the job's steps and the query
+    assert bp[0][3] != "—" and bp[0][5] != "—", bp                   # the ingress' muted share and backlog
+    assert _wait_traces(dash_duo, "job-bp-busy") and _wait_traces(dash_duo, "job-bp-backlog")
+    assert dash_duo.get_logs() == []
+
+    # step page of start-to-end: Wallaroo bins, the percentile curve, an export of the same events
+    dash_duo.find_element(f"#job-steps-table a[href='/step/{RUN}/start-to-end']").click()
+    _open_step(dash_duo, rep)
+    bins = _wait_traces(dash_duo, "step-bins")[0]
+    assert len(bins["x"]) == 12 and abs(sum(bins["y"]) - 100.0) < 1e-6
+    curve = _wait_traces(dash_duo, "step-curve")
+    assert len(curve[0]["y"]) > 10 and curve[0]["y"] == sorted(curve[0]["y"])
+    assert len(curve[1]["y"]) == 5
+    assert _total(_wait_traces(dash_duo, "step-throughput")) > 0
+    href = dash_duo.find_element("#step-csv").get_attribute("href")
+    assert f"/export/{RUN}/start-to-end.csv?from=" in href
+    got = requests.get(href, timeout=TIMEOUT)
+    assert got.status_code == 200
+    assert sum(int(r["count"]) for r in csv.DictReader(io.StringIO(got.text))) == rep.accepted
+    assert dash_duo.get_logs() == []
+
+
+def _shoot(dash_duo, name: str) -> None:
+    """Save the whole page, 1280 px wide, as docs/<name>."""
+    driver = dash_duo.driver
+    driver.set_window_size(1280, 400)                                 # short, so scrollHeight is the page's
+    time.sleep(1)                                                     # plotly's transitions settle
+    height, chrome = driver.execute_script("return [document.documentElement.scrollHeight, "
+                                           "window.outerHeight - window.innerHeight];")
+    driver.set_window_size(1280, height + chrome)
+    time.sleep(1)
+    assert dash_duo.driver.save_screenshot(str(DOCS / name))
+
+
+@pytest.mark.skipif(not os.environ.get("MS_SCREENSHOTS"), reason="set MS_SCREENSHOTS=1 to rewrite docs/*.png")
+def test_screenshots_of_a_real_run(dash_duo, real_app, real_run):
+    dash_duo.start_server(real_app, port=_free_port())
+    _open_runs(dash_duo, real_run)
+    _shoot(dash_duo, "screenshot-runs.png")
+    for path, wait, name in ((f"/run/{RUN}", _open_job, "screenshot-job.png"),
+                             (f"/step/{RUN}/start-to-end", _open_step, "screenshot-step.png")):
+        dash_duo.driver.get(dash_duo.server_url + path)
+        wait(dash_duo, real_run)
+        _shoot(dash_duo, name)
+    assert dash_duo.get_logs() == []
