@@ -1,4 +1,4 @@
-"""Servers bind to loopback by default: the ingress and the project's InfluxDB."""
+"""Servers bind to loopback by default: the ingress, the project's InfluxDB, the job's driver, the dashboard."""
 from __future__ import annotations
 
 from collector.influx_server import InfluxServer
@@ -57,5 +57,26 @@ def test_local_job_listens_on_loopback_only(tmp_path, monkeypatch):
         socks = [s for pid in session_members(job.popen.pid) for s in listening_sockets(pid)]
         assert socks and all(is_loopback(a) for a, _ in socks), socks
         assert stop_gracefully(fleet, job) == 0
+    finally:
+        fleet.stop_all()
+
+
+def test_dashboard_listens_on_loopback_only_by_default(tmp_path, monkeypatch):
+    """`marketspread ui` with no --host serves on 127.0.0.1, and nothing wider."""
+    import socket
+
+    from engine.fleet import wait_until
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for name in ("MS_UI_TOKEN", "MS_UI_USER", "MS_UI_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    fleet = fleet_for(tmp_path, env={"MS_INFLUX_URL": "http://127.0.0.1:9"})
+    try:
+        ui = fleet.spawn("ui", ["ui", "--port", port])
+        socks = wait_until(lambda: [s for pid in session_members(ui.popen.pid) for s in listening_sockets(pid)
+                                    if s[1] == port], 60, "the dashboard to listen", [ui])
+        assert all(is_loopback(a) for a, _ in socks), socks
     finally:
         fleet.stop_all()
