@@ -84,6 +84,18 @@ def fmt_latency(ns: int | None) -> str:
     return "—" if ns is None else format_ns(ns)
 
 
+def fmt_duration(seconds: float) -> str:
+    """Return a run's length compactly in its two largest units ("45 s", "12 min 05 s", "3 h 07 min")."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return f"{s // 86400} d {s % 86400 // 3600:02d} h"
+
+
 def fmt_rate(eps: float | None) -> str:
     """Return events/s for a table cell."""
     return "—" if eps is None else f"{eps:,.0f}"

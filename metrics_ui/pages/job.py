@@ -12,7 +12,7 @@ from collector.influx import InfluxError
 from metrics_ui import components as c
 from metrics_ui import figures
 from metrics_ui.data import BackpressureView
-from metrics_ui.ranges import check_name
+from metrics_ui.ranges import NS, TimeRange, check_name
 from metrics_ui.resolution import bucket_s
 
 dash.register_page(__name__, path_template="/run/<run_id>", title="Run · Market Spread metrics", name="Run")
@@ -33,6 +33,9 @@ JOB_BP_BUSY = "job-bp-busy"
 JOB_BP_BACKLOG = "job-bp-backlog"
 _BUSY_TITLE = "Busy and backpressured share per step"
 _BACKLOG_TITLE = "Backlog"
+#: How far past a finished run's last `latency` point its backpressure panel reads: the ingress
+#: and the job write their last figures (the backlog drained to 0) a few seconds after it.
+BP_GRACE_NS = 15 * NS
 
 
 def layout(run_id: str | None = None, **_query) -> html.Div:
@@ -89,7 +92,7 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run):
             return keep + [c.warning_banner(str(e)), not info.live]
         interval = bucket_s(rng)
         view = store.job_view(run, rng, interval)
-        bp = store.backpressure_view(run, rng, interval)
+        bp = store.backpressure_view(run, _backpressure_range(rng, info.anchor_ns(now), info.live), interval)
     except InfluxError as e:
         return keep + [c.influx_error_banner(e), False]
     step_rows = c.stats_rows(view.steps)
@@ -106,13 +109,25 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run):
             *_backpressure_panel(bp), None, not info.live)
 
 
+def _backpressure_range(rng: TimeRange, anchor: int, live: bool) -> TimeRange:
+    """Return the range the backpressure panel reads: to the run's true end when `rng` ends where the run does.
+
+    Only this panel reads past the range: the latency tables keep counting the events in `rng`.
+    """
+    if live or rng.end_ns != anchor:
+        return rng
+    return TimeRange(rng.start_ns, rng.end_ns + BP_GRACE_NS)
+
+
 def _backpressure_panel(bp: BackpressureView) -> tuple:
     """Return the backpressure table and its two charts (the empty state when none was written)."""
     if not bp.latest and not bp.backlog:
         return _backpressure_empty(c.BP_EMPTY)
+    busy = figures.busy_share_figure(bp.busy, bp.backpressured, _BUSY_TITLE)
+    backlog = figures.backlog_figure(bp.backlog, _BACKLOG_TITLE)
+    height = max(busy.layout.height, backlog.layout.height)     # side by side: equally tall
     return (c.table(c.BP_HEADER, c.backpressure_rows(bp.latest), JOB_BP + "-table", empty=c.BP_EMPTY),
-            figures.busy_share_figure(bp.busy, bp.backpressured, _BUSY_TITLE),
-            figures.backlog_figure(bp.backlog, _BACKLOG_TITLE))
+            busy.update_layout(height=height), backlog.update_layout(height=height))
 
 
 def _backpressure_empty(message: str) -> tuple:

@@ -20,8 +20,9 @@ dash.register_page(__name__, path="/", title="Runs · Market Spread metrics", na
 RUNS_TABLE = "runs-table"
 RUNS_BANNER = "runs-banner"
 RUNS_INTERVAL = "runs-interval"
-RUNS_HEADER = ("run", "status", "start (UTC)", "duration", "events", "throughput (events/s, last min)",
-               "p99 start-to-end (last min)", "backpressure", "alerts firing")
+# "\n": where a long header breaks (th is white-space: pre-line), so the table fits a 1280-px window
+RUNS_HEADER = ("run", "status", "start (UTC)", "duration", "events", "throughput\n(events/s, last min)",
+               "p99 start-to-end\n(last min)", "backpressure", "alerts firing")
 
 
 def layout(**_query) -> html.Div:
@@ -48,7 +49,8 @@ def _firing_by_run(runs: list[RunInfo]) -> dict[str, list[str]]:
 def _row(r: RunInfo, firing: list[str]) -> list:
     start = datetime.fromtimestamp(r.first_ns / 1e9, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     return [dcc.Link(r.run, href=f"/run/{quote(r.run, safe='')}"),
-            html.Span(r.status, className=f"status status-{r.status}"), start, f"{r.duration_s:,.0f} s",
+            html.Span(r.status, className=f"status status-{r.status}"), start,
+            html.Span(c.fmt_duration(r.duration_s), title=f"{r.duration_s:,.0f} s"),
             f"{r.events:,}", c.fmt_rate(r.throughput_eps), c.fmt_latency(r.p99_ns),
             html.Span(r.backpressure or "—", className=f"bp bp-{(r.backpressure or 'none').lower()}"),
             dcc.Link(", ".join(firing), href="/alerts", className="alert-state alert-firing") if firing else "—"]

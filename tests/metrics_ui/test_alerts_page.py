@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import time
 
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 
 from alerts.evaluator import AlertEvaluator
@@ -18,6 +19,7 @@ from collector.influx import InfluxWriter
 from metrics_ui.app import UiConfig, create_app
 
 from .conftest import NS, make_points
+from .test_pages import _fits_window
 
 TIMEOUT = 10
 
@@ -26,6 +28,17 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _click(dash_duo, selector: str) -> None:
+    """Click `selector`, finding it again if a refresh re-rendered it in between (the banner refreshes)."""
+    def clicked(_driver) -> bool:
+        try:
+            dash_duo.find_element(selector).click()
+        except StaleElementReferenceException:
+            return False
+        return True
+    dash_duo._wait_for(clicked, timeout=TIMEOUT, msg=f"could not click {selector}")
 
 
 def _fill(dash_duo, values: dict[str, str]) -> None:
@@ -86,7 +99,8 @@ def test_alerts_page_creates_edits_mutes_deletes_and_banner_shows_firing(dash_du
     dash_duo._wait_for(lambda d: any("live-a" in tr.text and tr.text.rstrip().endswith("e2e")
                                      for tr in d.find_elements(By.CSS_SELECTOR, "#runs-table tr")),
                        timeout=TIMEOUT, msg="runs page does not show the firing rule")
-    dash_duo.find_element("#alerts-banner a").click()
+    _fits_window(dash_duo, "#runs-table")                            # a firing rule's name does not widen it
+    _click(dash_duo, "#alerts-banner a")
 
     # history of the rule: the OK -> FIRING change, and the failed webhook attempt (nothing listens on :9)
     dash_duo.select_dcc_dropdown("#alerts-history-rule", value="e2e")

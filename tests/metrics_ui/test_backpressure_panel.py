@@ -9,10 +9,10 @@ from metrics_ui.data import SPARK_PROGRESS, MetricsStore
 from metrics_ui.ranges import TimeRange
 
 from .conftest import NS
-from .test_pages import TIMEOUT, _free_port, _wait_traces
+from .test_pages import TIMEOUT, _free_port, _legend_clear, _wait_traces
 
-RED = "rgba(163, 31, 31, 1)"           # .bp-badge.bp-high in static/style.css
-GREEN = "rgba(30, 107, 51, 1)"         # .bp-badge.bp-ok
+RED = "rgb(163, 31, 31)"                # .bp-badge.bp-high in static/style.css
+GREEN = "rgb(30, 107, 51)"              # .bp-badge.bp-ok
 
 
 def _figures(status: str, busy: float | None = None, backpressured: float | None = None,
@@ -85,8 +85,19 @@ def test_store_without_backpressure_points_falls_back_to_spark_progress_backlog(
     assert none.latest == [] and none.backlog == []
 
 
-def _badge(dash_duo, step: str):
-    return dash_duo.find_element(f"#job-backpressure-table tr:nth-child({_ROW[step]}) .bp-badge")
+def _badge(dash_duo, step: str) -> tuple[str, str, str] | None:
+    """Return a step's badge as (text, class, colour), read at once: the live refresh re-renders the table."""
+    return dash_duo.driver.execute_script(
+        "const b = document.querySelector(arguments[0]);"
+        "return b && [b.textContent, b.className, getComputedStyle(b).color];",
+        f"#job-backpressure-table tbody tr:nth-child({_ROW[step]}) .bp-badge")
+
+
+def _table(dash_duo) -> list[list[str]]:
+    """Return the backpressure table's body cells, read at once."""
+    return dash_duo.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#job-backpressure-table tbody tr'),"
+        "  tr => Array.from(tr.querySelectorAll('td'), td => td.textContent));")
 
 
 _ROW = {"ingress": 1, "source": 2, "check_market_data": 3, "sink": 4, "job": 5}
@@ -98,25 +109,24 @@ def test_job_page_shows_backpressure_table_and_charts(dash_duo, ui_app, ui_data,
     dash_duo.driver.get(dash_duo.server_url + f"/run/{ui_data.live_run}")
 
     dash_duo.wait_for_contains_text("#job-backpressure-table", "HIGH", timeout=TIMEOUT)
-    rows = dash_duo.find_elements("#job-backpressure-table tbody tr")
-    assert [r.find_element("css selector", "td").text for r in rows] == list(_ROW)
-    high, ok = _badge(dash_duo, "check_market_data"), _badge(dash_duo, "sink")
-    assert high.text == "HIGH" and "bp-high" in high.get_attribute("class")
-    assert high.value_of_css_property("color") == RED
-    assert ok.text == "OK" and "bp-ok" in ok.get_attribute("class")
-    assert ok.value_of_css_property("color") == GREEN
-    assert "bp-low" in _badge(dash_duo, "ingress").get_attribute("class")
-    cells = [td.text for td in rows[_ROW["check_market_data"] - 1].find_elements("css selector", "td")]
-    assert cells[2:5] == ["80", "—", "20"]                                     # busy, backpressured, idle %
-    assert rows[_ROW["job"] - 1].find_elements("css selector", "td")[5].text == "2,900"
+    rows = _table(dash_duo)
+    assert [r[0] for r in rows] == list(_ROW)
+    (high, high_class, high_color), (ok, ok_class, ok_color) = _badge(dash_duo, "check_market_data"), \
+        _badge(dash_duo, "sink")
+    assert high == "HIGH" and "bp-high" in high_class and high_color == RED
+    assert ok == "OK" and "bp-ok" in ok_class and ok_color == GREEN
+    assert "bp-low" in _badge(dash_duo, "ingress")[1]
+    assert rows[_ROW["check_market_data"] - 1][2:5] == ["80", "—", "20"]          # busy, backpressured, idle %
+    assert rows[_ROW["job"] - 1][5] == "2,900"
 
     busy = _wait_traces(dash_duo, "job-bp-busy")
     assert any(80.0 in t["y"] for t in busy) and all(0 <= y <= 100 for t in busy for y in t["y"])
     assert max(y for t in _wait_traces(dash_duo, "job-bp-backlog") for y in t["y"]) == 2900
+    _legend_clear(dash_duo, "job-bp-busy")                          # six entries, below the axis title
 
     # the live refresh brings a step's new status
     influx_client.write([backpressure_point(ui_data.live_run, "sink", _figures("HIGH", busy=0.95), time.time_ns())])
-    dash_duo._wait_for(lambda _d: _badge(dash_duo, "sink").text == "HIGH", timeout=TIMEOUT,
+    dash_duo._wait_for(lambda _d: (_badge(dash_duo, "sink") or [""])[0] == "HIGH", timeout=TIMEOUT,
                        msg="the sink's new status did not show")
     assert dash_duo.get_logs() == []
 
@@ -130,4 +140,28 @@ def test_job_page_without_backpressure_points_shows_the_empty_state(dash_duo, ui
                                     timeout=TIMEOUT)
     dash_duo.wait_for_contains_text("#job-bp-busy", "no backpressure figures for this run yet", timeout=TIMEOUT)
     assert not dash_duo.find_elements("#job-backpressure .bp-badge")
+    assert dash_duo.get_logs() == []
+
+
+def test_finished_run_panel_shows_the_backlog_written_after_its_last_latency_point(dash_duo, ui_app, ui_data,
+                                                                                    influx_client):
+    # the run's latency points cover 20 s; its ingress and job report the drained backlog 4 s later
+    start, total = ui_data.done_start_ns, ui_data.done_totals["start-to-end"]
+    drained = ui_data.done_start_ns + 23 * NS
+    influx_client.write(_pipeline_points(ui_data.done_run, start, 20) + [
+        backpressure_point(ui_data.done_run, "ingress", _figures("OK", backpressured=0.0, backlog=0, growth=-250.0),
+                           drained),
+        backpressure_point(ui_data.done_run, "job", _figures("OK", busy=0.1, backpressured=0.0, backlog=0,
+                                                             growth=-475.0), drained)])
+    dash_duo.start_server(ui_app, port=_free_port())
+    dash_duo.driver.get(dash_duo.server_url + f"/run/{ui_data.done_run}")
+
+    # the latency figures still count the run's events only, the panel its final figures
+    dash_duo.wait_for_contains_text("#job-summary", f"{total:,} events start-to-end in the range · {total:,} in "
+                                                    "the whole run · finished", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#job-backpressure-table", "-475", timeout=TIMEOUT)
+    rows = {r[0]: r for r in _table(dash_duo)}
+    assert rows["ingress"][5:] == ["0", "-250"] and rows["job"][5:] == ["0", "-475"], rows
+    ends = [t["y"][-1] for t in _wait_traces(dash_duo, "job-bp-backlog")]
+    assert ends == [0, 0], ends                                   # both series end drained
     assert dash_duo.get_logs() == []

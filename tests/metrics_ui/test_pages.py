@@ -33,6 +33,46 @@ def _wait_traces(dash_duo, graph_id: str) -> list[dict]:
     return _trace_data(dash_duo, graph_id)
 
 
+def _fits_window(dash_duo, table: str, width: int = 1280) -> None:
+    """Wait until `table` fits a `width`-px window: no sideways scroll, its last header inside the view."""
+    dash_duo.driver.set_window_size(width, 900)
+    script = ("const th = document.querySelector(arguments[0] + ' thead th:last-child');"
+              "const root = document.documentElement;"
+              "return th ? [th.getBoundingClientRect().right, root.clientWidth, root.scrollWidth] : null;")
+    dash_duo._wait_for(lambda d: (m := d.execute_script(script, table)) and m[0] <= m[1] and m[2] <= m[1],
+                       timeout=TIMEOUT, msg=f"{table} is wider than a {width}-px window: "
+                                            f"{dash_duo.driver.execute_script(script, table)}")
+
+
+def _legend_clear(dash_duo, graph_id: str) -> None:
+    """Wait until a chart's legend lies wholly below its plot area, tick labels and x-axis title."""
+    script = ("const gd = document.querySelector('#' + arguments[0] + ' .js-plotly-plot');"
+              "const box = s => gd.querySelector(s) && gd.querySelector(s).getBoundingClientRect();"
+              "const legend = box('.legend'), plot = box('.nsewdrag');"
+              "if (!legend || !plot) return null;"
+              "const above = [plot, box('.g-xtitle'), ...Array.from(gd.querySelectorAll('.xtick text'),"
+              "  t => t.getBoundingClientRect())].filter(Boolean);"
+              "return [legend.top, Math.max(...above.map(r => r.bottom)), legend.bottom,"
+              "        gd.getBoundingClientRect().bottom];")
+    dash_duo._wait_for(lambda d: (m := d.execute_script(script, graph_id)) and m[1] <= m[0] and m[2] <= m[3] + 1,
+                       timeout=TIMEOUT, msg=f"{graph_id}'s legend overlaps the axis or leaves the figure: "
+                                            f"{dash_duo.driver.execute_script(script, graph_id)}")
+
+
+def _labels_inside(dash_duo, graph_id: str, trace: int) -> None:
+    """Wait until every text label of a chart's `trace` lies within its plot area."""
+    script = ("const gd = document.querySelector('#' + arguments[0] + ' .js-plotly-plot');"
+              "const plot = gd && gd.querySelector('.nsewdrag');"
+              "const tr = gd && gd.querySelectorAll('.scatterlayer .trace')[arguments[1]];"
+              "if (!plot || !tr) return null;"
+              "const p = plot.getBoundingClientRect();"
+              "const texts = Array.from(tr.querySelectorAll('.textpoint text'), t => t.getBoundingClientRect());"
+              "return [texts.length, texts.every(r => r.top >= p.top && r.bottom <= p.bottom"
+              "                                    && r.left >= p.left && r.right <= p.right)];")
+    dash_duo._wait_for(lambda d: (m := d.execute_script(script, graph_id, trace)) and m[0] > 0 and m[1],
+                       timeout=TIMEOUT, msg=f"{graph_id}'s labels are cut at the plot's edge")
+
+
 def test_pages_show_runs_refresh_live_and_plot_steps(dash_duo, ui_app, ui_data, influx_client):
     dash_duo.start_server(ui_app, port=_free_port())
 
@@ -74,6 +114,7 @@ def test_pages_show_runs_refresh_live_and_plot_steps(dash_duo, ui_app, ui_data, 
     curve = _wait_traces(dash_duo, "step-curve")
     assert len(curve[0]["y"]) > 50 and curve[0]["y"] == sorted(curve[0]["y"])
     assert len(curve[1]["y"]) == 5                                   # the five Wallaroo percentiles
+    _labels_inside(dash_duo, "step-curve", 1)
     assert sum(sum(t["y"]) for t in _wait_traces(dash_duo, "step-throughput")) > 0
     dash_duo.wait_for_contains_text("#step-workers", "host-a/p1", timeout=TIMEOUT)
     dash_duo.wait_for_contains_text("#step-percentiles", "µs", timeout=TIMEOUT)

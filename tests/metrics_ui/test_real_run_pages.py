@@ -22,7 +22,7 @@ from engine.tools.generate import generate
 from metrics_ui.app import UiConfig, create_app
 from metrics_ui.data import MetricsStore
 
-from .test_pages import TIMEOUT, _free_port, _wait_traces
+from .test_pages import TIMEOUT, _fits_window, _free_port, _labels_inside, _legend_clear, _wait_traces
 
 RUN = "replay-real-1"
 DB = "t_ui_real_run"
@@ -79,6 +79,13 @@ def _total(traces: list[dict]) -> float:
     return sum(y for t in traces for y in t["y"] if y is not None)
 
 
+def _last_backlogs(client: InfluxClient) -> dict[str, str]:
+    """Return each step's last written backlog, as the panel's table shows it (steps without one are left out)."""
+    series = client.query('SELECT "backlog" FROM "backpressure" WHERE "run" = $run GROUP BY "step" '
+                          'ORDER BY time DESC LIMIT 1', {"run": RUN})
+    return {s.tags["step"]: "—" if s.values[0][1] is None else f"{int(s.values[0][1]):,}" for s in series}
+
+
 def _open_runs(dash_duo, rep) -> list[str]:
     dash_duo.wait_for_contains_text("#runs-table", RUN, timeout=TIMEOUT)
     row = next(r for r in _rows(dash_duo, "#runs-table") if r[0] == RUN)
@@ -99,7 +106,7 @@ def _open_step(dash_duo, rep) -> None:
     _wait_traces(dash_duo, "step-curve")
 
 
-def test_pages_show_a_real_run(dash_duo, real_app, real_run):
+def test_pages_show_a_real_run(dash_duo, real_app, real_run, real_client):
     rep = real_run
     dash_duo.start_server(real_app, port=_free_port())
 
@@ -107,6 +114,7 @@ def test_pages_show_a_real_run(dash_duo, real_app, real_run):
     row = _open_runs(dash_duo, rep)
     assert float(row[5].replace(",", "")) > 0, row                   # events/s
     assert row[6].endswith(("µs", "ms", "s")) and row[6][0].isdigit(), row      # p99 start-to-end
+    _fits_window(dash_duo, "#runs-table")                            # every column, alerts firing too, at 1280 px
     assert dash_duo.get_logs() == []
 
     # job page: every step, both charts, and the backpressure each real writer sent
@@ -128,6 +136,11 @@ def test_pages_show_a_real_run(dash_duo, real_app, real_run):
     assert all(r[2] != "—" for r in bp[1:]), bp                      # busy % of the job's steps and the query
     assert bp[0][3] != "—" and bp[0][5] != "—", bp                   # the ingress' muted share and backlog
     assert _wait_traces(dash_duo, "job-bp-busy") and _wait_traces(dash_duo, "job-bp-backlog")
+    # the run is finished: the panel reaches its true end, the backlogs written after the last latency point
+    last = _last_backlogs(real_client)                               # steps that write no backlog show "—"
+    assert {r[0]: r[5] for r in bp} == {step: last.get(step, "—") for step in BP_STEPS}, bp
+    for graph in ("job-throughput", "job-percentiles", "job-bp-busy", "job-bp-backlog"):
+        _legend_clear(dash_duo, graph)
     assert dash_duo.get_logs() == []
 
     # step page of start-to-end: Wallaroo bins, the percentile curve, an export of the same events
@@ -138,7 +151,10 @@ def test_pages_show_a_real_run(dash_duo, real_app, real_run):
     curve = _wait_traces(dash_duo, "step-curve")
     assert len(curve[0]["y"]) > 10 and curve[0]["y"] == sorted(curve[0]["y"])
     assert len(curve[1]["y"]) == 5
+    _labels_inside(dash_duo, "step-curve", 1)                       # "p99.9", "p99.99" on the flat tail too
     assert _total(_wait_traces(dash_duo, "step-throughput")) > 0
+    for graph in ("step-curve", "step-throughput"):
+        _legend_clear(dash_duo, graph)
     href = dash_duo.find_element("#step-csv").get_attribute("href")
     assert f"/export/{RUN}/start-to-end.csv?from=" in href
     got = requests.get(href, timeout=TIMEOUT)
