@@ -71,10 +71,11 @@ def make_check_market_data(log_dir: str, out_dir: str, n_shards: int, metrics: b
             from collector.backpressure import StepBusy
             from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, encode_samples, worker_name
 
-            from .step_metrics import sink_samples, source_samples, state_samples
+            from .step_metrics import event_runs, sink_samples, source_samples, state_samples
             t_end = time.time_ns()
             worker = worker_name(ctx.partitionId())
-            own = source_samples(ev, worker, t0) + state_samples(ev, out.rows, worker, t0, t1)
+            runs = event_runs(ev)
+            own = source_samples(ev, worker, t0, runs) + state_samples(ev, out.rows, worker, t0, t1, runs)
             if len(out.rows):
                 own += sink_samples(ev["ingest_ns"][out.rows], worker, t1, written)
             busy = StepBusy(worker, t_end, {STEP_SOURCE: t0 - t_start, STEP_CHECK: t1 - t0, STEP_SINK: t_end - t1})

@@ -46,14 +46,19 @@ def ingest_runs(ingest_ns: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, n
     return ingest_ns[starts], group[starts], lengths
 
 
-def source_samples(ev: np.ndarray, worker: str, now_ns: int) -> list[StepSample]:
+def event_runs(ev: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`ingest_runs` of a batch's events: computed once, used by the source and state steps."""
+    return ingest_runs(np.ascontiguousarray(ev["ingest_ns"]), _groups(ev))
+
+
+def source_samples(ev: np.ndarray, worker: str, now_ns: int, runs=None) -> list[StepSample]:
     """Queueing before Spark: ingest time to the moment the batch read the events."""
-    ingest, group, weight = ingest_runs(np.ascontiguousarray(ev["ingest_ns"]), _groups(ev))
+    ingest, group, weight = runs if runs is not None else event_runs(ev)
     return record_groups(STEP_SOURCE, _NAMES, group, worker, now_ns - ingest, now_ns, weight)
 
 
 def state_samples(ev: np.ndarray, rejected: np.ndarray, worker: str, t0_ns: int,
-                  t1_ns: int) -> list[StepSample]:
+                  t1_ns: int, runs=None) -> list[StepSample]:
     """The stateful step's duration for every event, and start-to-end for events done here.
 
     Start-to-end is recorded for every event, then the rejected orders (few; they end at
@@ -64,7 +69,7 @@ def state_samples(ev: np.ndarray, rejected: np.ndarray, worker: str, t0_ns: int,
     n_orders = int(group.sum())
     out = [s for s in (record_step(STEP_CHECK, name, worker, np.array([t1_ns - t0_ns]), t1_ns, repeat=n)
                        for name, n in zip(_NAMES, (len(ev) - n_orders, n_orders))) if s is not None]
-    run_ingest, run_group, weight = ingest_runs(ingest, group)
+    run_ingest, run_group, weight = runs if runs is not None else ingest_runs(ingest, group)
     e2e = record_groups(STEP_E2E, _NAMES, run_group, worker, t1_ns - run_ingest, t1_ns, weight)
     if len(rejected):
         e2e = subtract_groups(e2e, record_groups(STEP_E2E, _NAMES, group[rejected], worker,
