@@ -47,13 +47,17 @@ def influxdb(tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture
-def influx_client(influxdb, request):
-    """A client of a fresh database (with the raw/rollup policies) of its own, dropped afterwards."""
-    db = "t_" + re.sub(r"\W", "_", request.node.name)[:60]
-    client = InfluxClient(InfluxConfig(url=influxdb.url, db=db))
+def fresh_database(url: str, db: str):
+    """Yield a client of a fresh database `db` (with the raw/rollup policies), dropped afterwards."""
+    client = InfluxClient(InfluxConfig(url=url, db=db))
     client.query(f'DROP DATABASE "{db}"')
     ensure_database(client)
     yield client
     client.query(f'DROP DATABASE "{db}"')
     client.close()
+
+
+@pytest.fixture
+def influx_client(influxdb, request):
+    """A client of a fresh database of its own, dropped afterwards."""
+    yield from fresh_database(influxdb.url, "t_" + re.sub(r"\W", "_", request.node.name)[:60])

@@ -15,13 +15,14 @@ from pathlib import Path
 import pytest
 import requests
 
-from collector.influx import InfluxClient, InfluxConfig, ensure_database
+from collector.influx import InfluxClient
 from engine.config import Config
 from engine.replay import replay
 from engine.tools.generate import generate
 from metrics_ui.app import UiConfig, create_app
 from metrics_ui.data import MetricsStore
 
+from ..conftest import fresh_database
 from .test_pages import TIMEOUT, _fits_window, _free_port, _labels_inside, _legend_clear, _wait_traces
 
 RUN = "replay-real-1"
@@ -35,12 +36,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 @pytest.fixture(scope="module")
 def real_client(influxdb):
     """A client of this module's own database, dropped afterwards."""
-    client = InfluxClient(InfluxConfig(url=influxdb.url, db=DB))
-    client.query(f'DROP DATABASE "{DB}"')
-    ensure_database(client)
-    yield client
-    client.query(f'DROP DATABASE "{DB}"')
-    client.close()
+    yield from fresh_database(influxdb.url, DB)
 
 
 @pytest.fixture(scope="module")
