@@ -112,8 +112,14 @@ def group_samples(procs: list[e2e.Proc]) -> dict[str, GroupSample]:
 
 def state_on_disk(checkpoint: Path) -> tuple[int, int]:
     """Files and bytes under the checkpoint's state folder."""
-    files = [p for p in (checkpoint / "state").rglob("*") if p.is_file()] if (checkpoint / "state").is_dir() else []
-    return len(files), sum(p.stat().st_size for p in files)
+    sizes = []
+    for p in (checkpoint / "state").rglob("*") if (checkpoint / "state").is_dir() else ():
+        try:
+            if p.is_file():
+                sizes.append(p.stat().st_size)
+        except FileNotFoundError:
+            pass                 # a temp file Spark renamed between the listing and the stat
+    return len(sizes), sum(sizes)
 
 
 def spark_state(client: InfluxClient | None, run: str | None) -> tuple[int | None, int | None]:
