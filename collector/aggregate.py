@@ -76,6 +76,11 @@ class IntervalAggregator:
             if start >= self._floor[r]:
                 self._merge((sample.pipeline, sample.step, sample.worker, start, r), sample)
 
+    def oldest_pending(self) -> int | None:
+        """Start (ns) of the oldest base interval holding samples not yet drained, if any."""
+        starts = [k[3] for k in self._dirty if k[4] == self.interval_ns]
+        return min(starts) if starts else None
+
     def drain(self, now_ns: int, final: bool = False) -> list[IntervalHistogram]:
         """Return changed intervals closed for the grace time (all with `final`); forget old ones.
 

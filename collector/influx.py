@@ -644,7 +644,9 @@ class WriterStats(NamedTuple):
 class PointSink(Protocol):
     """What a metrics producer needs from a writer (`InfluxWriter`, `collector.testing.MemoryWriter`)."""
 
-    def add(self, points: Point | Iterable[Point], rp: str | None = None) -> None: ...
+    def add(self, points: Point | Iterable[Point], rp: str | None = None) -> int: ...
+
+    def delivered(self) -> int: ...
 
     def flush(self, timeout: float = 10.0) -> bool: ...
 
@@ -687,10 +689,13 @@ class InfluxWriter:
         self._backoff_min, self._backoff_max = backoff
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._queue: deque[tuple[str | None, list[Point]]] = deque()
+        # each entry: (retention policy, points, ticket of its first point)
+        self._queue: deque[tuple[str | None, list[Point], int]] = deque()
         self._queued = 0
         self._busy = 0
+        self._busy_first = 0                    # ticket of the oldest point being sent
         self._spilling = 0
+        self._spill_firsts: list[int] = []      # tickets of the oldest point of each spill under way
         self._first_at = 0.0
         self._flushers = 0
         self._stop = False
@@ -726,60 +731,85 @@ class InfluxWriter:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def add(self, points: Point | Iterable[Point], rp: str | None = None) -> None:
+    def add(self, points: Point | Iterable[Point], rp: str | None = None) -> int:
         """Queue points for writing (to retention policy `rp`); never blocks on the network.
 
+        Returns the ticket of the last point: once `delivered()` reaches it, every point
+        added so far is in InfluxDB or the disk spool (or was rejected or dropped, counted).
         Points are encoded later, on the sender thread: do not change their dicts afterwards.
         """
         pts = [points] if isinstance(points, Point) else list(points)
         if not pts:
-            return
+            with self._lock:
+                return self._c["added"]
         groups = split_by_rp(pts, rp)
         if len(groups) > 1 or rp not in groups:
+            ticket = 0
             for r, g in groups.items():
-                self.add(g, r)
-            return
-        spill: list[tuple[str | None, list[Point]]] = []      # oldest first
+                ticket = self.add(g, r)
+            return ticket
+        spill: list[tuple[str | None, list[Point], int]] = []      # oldest first
         with self._lock:
+            first = self._c["added"] + 1
             self._c["added"] += len(pts)
+            ticket = self._c["added"]
             if self._closed:
-                spill.append((rp, pts))
+                spill.append((rp, pts, first))
             else:
                 newest_spill = None
                 if len(pts) > self.max_queue:
-                    newest_spill, pts = (rp, pts[:-self.max_queue]), pts[-self.max_queue:]
+                    cut = len(pts) - self.max_queue
+                    newest_spill, pts, first = (rp, pts[:cut], first), pts[cut:], first + cut
                 # full queue (sender behind, or server slow): the oldest queued points go to
                 # disk, so memory keeps the newest and the spool stays roughly in time order
                 excess = self._queued + len(pts) - self.max_queue
                 while excess > 0:
-                    qrp, qpts = self._queue[0]
+                    qrp, qpts, qfirst = self._queue[0]
                     if len(qpts) > excess:
-                        self._queue[0] = (qrp, qpts[excess:])
+                        self._queue[0] = (qrp, qpts[excess:], qfirst + excess)
                         qpts = qpts[:excess]
                     else:
                         self._queue.popleft()
-                    spill.append((qrp, qpts))
+                    spill.append((qrp, qpts, qfirst))
                     self._queued -= len(qpts)
                     excess -= len(qpts)
                 if newest_spill:
                     spill.append(newest_spill)
                 if not self._queued:
                     self._first_at = time.monotonic()
-                self._queue.append((rp, pts))
+                self._queue.append((rp, pts, first))
                 self._queued += len(pts)
                 if self._queued >= self.batch_size or self._queued == len(pts):
                     self._cond.notify()
             if not spill:
-                return
+                return ticket
+            spill_first = min(f for _, _, f in spill)
             self._spilling += 1                           # flush() waits for it
+            self._spill_firsts.append(spill_first)
         try:
-            for srp, spts in spill:
+            for srp, spts, _ in spill:
                 for i in range(0, len(spts), self.batch_size):
                     self._to_spool(spts[i:i + self.batch_size], srp, encoded=None)
         finally:
             with self._cond:
                 self._spilling -= 1
+                self._spill_firsts.remove(spill_first)
                 self._cond.notify_all()
+        return ticket
+
+    def delivered(self) -> int:
+        """Return the newest ticket up to which every added point has left memory.
+
+        Such points are in InfluxDB or in the disk spool (which outlives a crash of this
+        process), or were rejected or dropped and counted. What a caller must not lose on
+        a crash it keeps until this reaches the ticket `add()` gave it.
+        """
+        with self._lock:
+            oldest = [self._queue[0][2]] if self._queue else []
+            if self._busy:
+                oldest.append(self._busy_first)
+            oldest += self._spill_firsts
+            return min(oldest) - 1 if oldest else self._c["added"]
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Send everything queued and backfill the spool; return False if time ran out first."""
@@ -823,7 +853,7 @@ class InfluxWriter:
             left = list(self._queue)
             self._queue.clear()
             self._queued = 0
-        for rp, pts in left:
+        for rp, pts, _ in left:
             for i in range(0, len(pts), self.batch_size):
                 self._to_spool(pts[i:i + self.batch_size], rp, encoded=None)
         if len(self._spool):
@@ -847,11 +877,13 @@ class InfluxWriter:
         # called with the lock held: up to batch_size points, split per retention policy
         out: dict[str | None, list[Point]] = {}
         n = 0
+        if self._queue:
+            self._busy_first = self._queue[0][2]
         while self._queue and n < self.batch_size:
-            rp, pts = self._queue[0]
+            rp, pts, first = self._queue[0]
             k = self.batch_size - n
             if len(pts) > k:
-                self._queue[0] = (rp, pts[k:])
+                self._queue[0] = (rp, pts[k:], first + k)
                 pts = pts[:k]
             else:
                 self._queue.popleft()

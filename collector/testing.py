@@ -26,14 +26,21 @@ class MemoryWriter:
         self.flushes = 0
         self.closed = False
 
-    def add(self, points: Point | Iterable[Point], rp: str | None = None) -> None:
-        """Keep the points (raises ValueError for a point line protocol cannot carry)."""
+    def add(self, points: Point | Iterable[Point], rp: str | None = None) -> int:
+        """Keep the points (raises ValueError for a point line protocol cannot carry); return
+        the ticket of the last one, as `InfluxWriter.add` does."""
         pts = [points] if isinstance(points, Point) else list(points)
         encode_lines(pts)
         with self._lock:
             self.points.extend(pts)
             for r, group in split_by_rp(pts, rp).items():
                 self.by_rp.setdefault(r, []).extend(group)
+            return len(self.points)
+
+    def delivered(self) -> int:
+        """Every point is delivered as soon as it is added."""
+        with self._lock:
+            return len(self.points)
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Count the flush; nothing is pending."""

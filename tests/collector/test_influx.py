@@ -222,11 +222,13 @@ def test_errors_carry_the_server_message(influx_client):
 def test_writer_delivers_every_point(influx_client, tmp_path):
     n, t0 = 30_000, _now()
     with InfluxWriter(influx_client, tmp_path / "spool") as w:
-        for i in range(0, n, 250):
-            w.add([Point("w", {"k": "a"}, {"seq": j}, t0 + j) for j in range(i, i + 250)])
-        w.add([Point("w", {"k": "r"}, {"seq": 1}, t0)], rp="rollup")
+        tickets = [w.add([Point("w", {"k": "a"}, {"seq": j}, t0 + j) for j in range(i, i + 250)])
+                   for i in range(0, n, 250)]
+        tickets.append(w.add([Point("w", {"k": "r"}, {"seq": 1}, t0)], rp="rollup"))
         assert w.flush(10)
         st = w.stats()
+        delivered = w.delivered()
+    assert tickets == list(range(250, n + 1, 250)) + [n + 1] and delivered == n + 1
     assert _count(influx_client, "w", where="WHERE k = 'a'") == (n, n * (n - 1) // 2)
     assert _count(influx_client, 'rollup."w"') == (1, 1)
     assert (st.points_added, st.points_written, st.points_spooled, st.points_dropped) == (n + 1, n + 1, 0, 0)
@@ -236,9 +238,11 @@ def test_writer_delivers_every_point(influx_client, tmp_path):
 def test_writer_spills_a_full_queue_to_disk_and_backfills(influx_client, tmp_path):
     n, t0 = 2_000, _now()
     with InfluxWriter(influx_client, tmp_path / "spool", max_queue=100, interval=0.01) as w:
-        w.add([Point("big", {}, {"seq": j}, t0 + j) for j in range(n)])   # 20 x the queue in one call
+        ticket = w.add([Point("big", {}, {"seq": j}, t0 + j) for j in range(n)])   # 20 x the queue in one call
+        assert w.delivered() >= n - 100                       # the spilled part is on disk already
         assert w.flush(10)
         st = w.stats()
+        assert w.delivered() == ticket == n
     assert st.points_spooled >= n - 100 and st.points_backfilled == st.points_spooled
     assert st.points_written + st.points_backfilled == n and st.points_dropped == 0
     assert _count(influx_client, "big") == (n, n * (n - 1) // 2)
@@ -288,6 +292,7 @@ def test_writer_survives_server_outage(tmp_path):
         chaos.join()
         assert "up" in events, "the server did not come back"
         assert writer.flush(15), writer.stats()
+        assert writer.delivered() == n
         st = writer.stats()
     finally:
         writer.close(2)

@@ -82,14 +82,12 @@ def test_job_sigkilled_three_times_during_a_live_run_stays_exact(influx_client, 
     # ... with points from every job incarnation after a restart,
     for t in restarts_ns:
         assert any(ts >= t for ts, *_ in got), "no metrics after a restart"
-    # ... never an interval that was not committed, nor more events than committed in one,
-    assert set(got) <= set(want)
-    assert all(got[k] <= want[k] for k in got)
-    # ... and everything after the last restart exactly as committed.
-    after = [k for k in want if k[0] >= restarts_ns[-1]]
-    assert after and all(got[k] == want[k] for k in after)
     e2e = [k for k in want if k[1] == "start-to-end"]
     stored, total = sum(got[k] for k in e2e), sum(want[k] for k in e2e)
-    assert total == ex.logged
     print(f"FIGURES job-crash metrics: start-to-end events stored {stored} of {total} committed "
           f"({stored / total:.4%}); intervals stored {len(got)} of {len(want)}")
+    assert total == ex.logged
+    # ... and every interval in InfluxDB exactly as the committed batches hold it: none lost
+    # at a kill, none counted twice or rewritten with part of its samples after a restart.
+    wrong = {k: (got.get(k), want.get(k)) for k in set(got) | set(want) if got.get(k) != want.get(k)}
+    assert not wrong, f"{len(wrong)} intervals differ (stored, committed): {sorted(wrong.items())[:5]}"
