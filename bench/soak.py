@@ -10,8 +10,14 @@ file descriptors and threads from /proc; and the job's state (rows and memory fr
 Spark's progress, as the listener writes them to InfluxDB's `spark_progress`; files and
 bytes of the checkpoint's state folder).
 
+Every `--gc-every` s it also forces a full GC in the job's JVM (`jcmd GC.run`) and reads
+its heap in use right after (`jstat -gc`): the JVM's live set. A JVM's RSS grows until its
+heap has expanded to `-Xmx` (Spark's `spark.driver.memory`, 1 GiB by default) whether it
+leaks or not, so the JVM's memory is judged by its live set; its RSS is reported beside it.
+
 Verdict (after the warm-up; the window is cut in thirds and the last compared with the
-first): memory flat (median RSS of the last third within 15 % + 64 MiB of the first),
+first): memory flat (median RSS of the last third within 15 % + 64 MiB of the first;
+for the JVM, the median live heap),
 open files and threads not growing (max of the last third within a small slack of the
 first), state rows bounded (never above the shard count: one row per shard holds that
 shard's symbols) and state memory flat. Writes bench/results/soak-<UTC>.json and
@@ -24,6 +30,7 @@ import json
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -72,6 +79,7 @@ class SoakSample:
     state_memory_bytes: int | None
     state_files: int
     state_bytes: int
+    jvm_live_heap_bytes: int | None = None     # heap in use right after a forced full GC
 
 
 def _proc_figures(pid: int) -> tuple[int, int, int] | None:
@@ -110,6 +118,35 @@ def group_samples(procs: list[e2e.Proc]) -> dict[str, GroupSample]:
             for name, v in acc.items()}
 
 
+def jvm_pid(procs: list[e2e.Proc]) -> int | None:
+    """The job's JVM (the session member running java)."""
+    for p in procs:
+        if p.name == "job":
+            return next((pid for pid in e2e.session_members(p.popen.pid) if _role(pid, p.popen.pid) == "jvm"),
+                        None)
+    return None
+
+
+def parse_jstat_gc(text: str) -> int:
+    """Heap in use (bytes) from `jstat -gc` output: survivors + eden + old generation."""
+    head, values = text.split("\n")[:2]
+    row = dict(zip(head.split(), values.split()))
+    return int(sum(float(row[k]) for k in ("S0U", "S1U", "EU", "OU")) * 1024)
+
+
+def jvm_live_heap(pid: int) -> int | None:
+    """Force a full GC in the JVM and return its heap in use right after; None without a JDK."""
+    jcmd, jstat = shutil.which("jcmd"), shutil.which("jstat")
+    if not (jcmd and jstat):
+        return None
+    try:
+        subprocess.run([jcmd, str(pid), "GC.run"], capture_output=True, timeout=30, check=True)
+        out = subprocess.run([jstat, "-gc", str(pid)], capture_output=True, text=True, timeout=30, check=True)
+        return parse_jstat_gc(out.stdout)
+    except (subprocess.SubprocessError, OSError, ValueError, KeyError):
+        return None
+
+
 def state_on_disk(checkpoint: Path) -> tuple[int, int]:
     """Files and bytes under the checkpoint's state folder."""
     sizes = []
@@ -137,14 +174,17 @@ def spark_state(client: InfluxClient | None, run: str | None) -> tuple[int | Non
     return (int(rows) if rows is not None else None), (int(mem) if mem is not None else None)
 
 
-def take(t: float, run_dir: Path, procs: list[e2e.Proc], client: InfluxClient | None) -> SoakSample:
-    """Record one sample of the run."""
+def take(t: float, run_dir: Path, procs: list[e2e.Proc], client: InfluxClient | None,
+         gc: bool = False) -> SoakSample:
+    """Record one sample of the run (with `gc`, also the JVM's live heap after a full GC)."""
     log_dir = run_dir / "ingress"
     run_file = run_dir / "run_id"
     rows, mem = spark_state(client, run_file.read_text().strip() if run_file.exists() else None)
     files, size = state_on_disk(run_dir / "checkpoint")
+    pid = jvm_pid(procs) if gc else None
+    live = jvm_live_heap(pid) if pid else None
     return SoakSample(round(t, 2), read_consumed(log_dir), read_head(log_dir), group_samples(procs),
-                      rows, mem, files, size)
+                      rows, mem, files, size, live)
 
 
 # --------------------------------------------------------------------------- verdict (pure)
@@ -181,6 +221,14 @@ def verdict(samples: list[SoakSample], warmup: float, shards: int, tol: Toleranc
             "threads_first_max": int(max(f_th)), "threads_last_max": int(max(l_th)),
             "threads_flat": bool(max(l_th) <= max(f_th) + tol.thread_slack),
         }
+        live = [s.jvm_live_heap_bytes for s in win if s.jvm_live_heap_bytes is not None]
+        if name == "job-jvm" and len(live) >= 3:
+            fl, ll = _thirds(live)
+            checks[name].update(
+                live_heap_first_mib=round(float(np.median(fl)) / 2**20, 1),
+                live_heap_last_mib=round(float(np.median(ll)) / 2**20, 1),
+                rss_flat=bool(np.median(ll) <= np.median(fl) * (1 + tol.rss_ratio) + tol.rss_slack_bytes),
+                judged_by="live heap after a full GC")
         checks[name]["ok"] = checks[name]["rss_flat"] and checks[name]["fds_flat"] and checks[name]["threads_flat"]
     rows = [s.state_rows for s in win if s.state_rows is not None]
     mem = [s.state_memory_bytes for s in win if s.state_memory_bytes is not None]
@@ -208,8 +256,10 @@ def format_verdict(v: dict) -> str:
                          f"{c.get('memory_first')} -> {c.get('memory_last')} B (flat: {c['memory_flat']}), "
                          f"checkpoint state files max {c['files_first_max']} -> {c['files_last_max']}")
             continue
+        live = (f"  live heap {c['live_heap_first_mib']:.1f} -> {c['live_heap_last_mib']:.1f} MiB"
+                if "live_heap_first_mib" in c else "")
         lines.append(f"  {name:18s} RSS {c['rss_first_mib']:7.1f} -> {c['rss_last_mib']:7.1f} MiB "
-                     f"({c['rss_slope_mib_per_min']:+.2f} MiB/min)  fds {c['fds_first_max']} -> "
+                     f"({c['rss_slope_mib_per_min']:+.2f} MiB/min){live}  fds {c['fds_first_max']} -> "
                      f"{c['fds_last_max']}  threads {c['threads_first_max']} -> {c['threads_last_max']}  "
                      f"{'ok' if c['ok'] else 'GROWING'}")
     return "\n".join(lines + ([v["reason"]] if "reason" in v else []))
@@ -217,10 +267,12 @@ def format_verdict(v: dict) -> str:
 
 # --------------------------------------------------------------------------- the run
 
-def run_soak(state_dir: Path, duration: float, rate: int, every: float, shards: int = 2,
+def run_soak(state_dir: Path, duration: float, rate: int, every: float, shards: int = e2e.Config().shards,
              master: str = "local[*]", symbols: int = 350, env: dict[str, str] | None = None,
-             progress: bool = True) -> list[SoakSample]:
+             progress: bool = True, gc_every: float | None = None) -> list[SoakSample]:
     """Run the whole path at `rate` for `duration` s, sampling every `every` s; return the samples.
+
+    Every `gc_every` s (None: never) a sample also reads the JVM's live heap.
 
     The samples start at the job's first commit. InfluxDB is started here (free port).
     """
@@ -247,12 +299,14 @@ def run_soak(state_dir: Path, duration: float, rate: int, every: float, shards: 
         for k in range(int(duration / every) + 1):
             time.sleep(max(0.0, t0 + k * every - time.monotonic()))
             e2e.check_alive(fleet.procs)
-            s = take(time.monotonic() - t0, run_dir, fleet.procs, client)
+            gc = bool(gc_every) and k % max(1, round(gc_every / every)) == 0
+            s = take(time.monotonic() - t0, run_dir, fleet.procs, client, gc)
             samples.append(s)
             if progress and k % max(1, int(30 / every)) == 0:
                 mem = ", ".join(f"{n} {g.rss_bytes / 2**20:.0f} MiB" for n, g in sorted(s.groups.items()))
+                live = f"; JVM live heap {s.jvm_live_heap_bytes / 2**20:.0f} MiB" if s.jvm_live_heap_bytes else ""
                 print(f"[{s.t:5.0f} s] consumed {s.consumed:,} backlog {s.head - s.consumed:,}; {mem}; "
-                      f"state rows {s.state_rows}", flush=True)
+                      f"state rows {s.state_rows}{live}", flush=True)
         fleet.stop(job, timeout=e2e.JOB_STOP_TIMEOUT, leader_only=True)
     finally:
         with e2e.signals_ignored():
@@ -268,15 +322,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=int, default=20_000, help="events/s over both streams (20000)")
     p.add_argument("--every", type=float, default=5.0, help="seconds between samples (5)")
     p.add_argument("--warmup", type=float, default=60.0, help="seconds left out of the verdict (60)")
+    p.add_argument("--gc-every", type=float, default=30.0,
+                   help="seconds between full GCs of the job's JVM to read its live heap (30; 0: never)")
     p.add_argument("--master", default="local[*]")
-    p.add_argument("--shards", type=int, default=2)
+    p.add_argument("--shards", type=int, default=e2e.Config().shards)
     p.add_argument("--state-dir", type=Path, help="default: a temporary folder, removed afterwards")
     args = p.parse_args(argv)
     temp = args.state_dir is None
     state_dir = Path(tempfile.mkdtemp(prefix="ms-soak-")) if temp else args.state_dir
     machine, git = e2e.machine_info(), e2e.git_info()
     try:
-        samples = run_soak(state_dir, args.duration, args.rate, args.every, args.shards, args.master)
+        samples = run_soak(state_dir, args.duration, args.rate, args.every, args.shards, args.master,
+                           gc_every=args.gc_every or None)
     except (RuntimeError, TimeoutError) as e:
         print(f"soak: the run broke: {e}", file=sys.stderr)
         return 1

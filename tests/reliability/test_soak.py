@@ -33,10 +33,28 @@ def test_verdict_flags_growth_and_passes_flat_series():
     assert not soak.verdict(run(0, 0, 3), 0, shards=2)["checks"]["state"]["rows_bounded"]
 
 
+def test_the_jvm_is_judged_by_its_live_heap_not_its_rss():
+    """A JVM's RSS grows while its heap expands to -Xmx; what a leak grows is the live set."""
+    def run(live_growth: int) -> list[soak.SoakSample]:
+        return [soak.SoakSample(float(t), t, t, {"job-jvm": soak.GroupSample(1, (500 << 20) + (20 << 20) * t, 300, 300)},
+                                2, 4096, 3, 100, (80 << 20) + live_growth * t) for t in range(0, 60, 2)]
+    flat = soak.verdict(run(0), 0, shards=2)["checks"]["job-jvm"]
+    assert flat["ok"] and flat["judged_by"] == "live heap after a full GC" and flat["live_heap_last_mib"] == 80
+    assert not soak.verdict(run(8 << 20), 0, shards=2)["checks"]["job-jvm"]["rss_flat"]
+
+
+def test_jstat_heap_in_use():
+    out = ("S0C    S1C    S0U    S1U      EC       EU        OC         OU       MC     MU    CCSC   CCSU   "
+           "YGC     YGCT    FGC    FGCT     CGC    CGCT     GCT\n"
+           "0.0    0.0    0.0    0.0   38912.0   1024.0   62464.0    40960.5  75136.0 73700.2 8832.0 8212.9"
+           "     40    0.212   2      0.150   4      0.010    0.372\n")
+    assert soak.parse_jstat_gc(out) == int((1024.0 + 40960.5) * 1024)
+
+
 @pytest.mark.slow
 def test_short_soak_memory_files_threads_and_state_stay_flat(tmp_path):
     samples = soak.run_soak(tmp_path, DURATION, rate=10_000, every=EVERY, shards=2, master="local[2]",
-                            env={"PYTHONPATH": str(ROOT)}, progress=False)
+                            env={"PYTHONPATH": str(ROOT)}, progress=False, gc_every=15.0)
     v = soak.verdict(samples, WARMUP, shards=2, tol=LOOSE)
     print("\n" + soak.format_verdict(v))
     groups = v["checks"].keys()
