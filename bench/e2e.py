@@ -37,12 +37,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from engine.config import Config  # noqa: E402
 from engine.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE  # noqa: E402
 from engine.fleet import Fleet, Proc, check_alive, log_tail, session_members, signals_ignored, wait_until  # noqa: E402,F401
 from engine.ingress import read_stats  # noqa: E402
 from engine.ingress_log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head  # noqa: E402
 from engine.results import read_batch, read_committed  # noqa: E402
 from engine.rule import WIDE_ABS, WIDE_REL  # noqa: E402
+from engine.sysinfo import SessionSampler  # noqa: E402
 from engine.tools.generate import generate  # noqa: E402
 
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -179,6 +181,7 @@ class ModeResult:
     cadence: CadenceFigures | None
     exactness: ExactnessFigures
     samples: list[Sample] = field(repr=False)
+    cpu: dict[str, float] = field(default_factory=dict)     # % of one core per process, measured window
 
 
 # --------------------------------------------------------------------------- processes
@@ -244,15 +247,25 @@ def take_sample(log_dir: Path, t: float) -> Sample:
                   bool(st.get("muted")), float(st.get("muted_seconds", 0.0)), int(st.get("mute_episodes", 0)))
 
 
-def sample_run(log_dir: Path, seconds: float, warmup: float, watch: list[Proc]) -> list[Sample]:
-    """Sample every second for `seconds`, on a fixed schedule; print progress lines."""
+def sample_run(log_dir: Path, seconds: float, warmup: float, watch: list[Proc],
+               cpu: SessionSampler | None = None) -> list[Sample]:
+    """Sample every second for `seconds`, on a fixed schedule; print progress lines.
+
+    `cpu`, if given, is sampled when the warm-up ends and at the end: its last samples are
+    each process's CPU use over the measured window.
+    """
     t0 = time.monotonic()
     samples: list[Sample] = []
-    for k in range(int(round(seconds / SAMPLE_EVERY)) + 1):
+    n = int(round(seconds / SAMPLE_EVERY))
+    window_started = False
+    for k in range(n + 1):
         time.sleep(max(0.0, t0 + k * SAMPLE_EVERY - time.monotonic()))
         check_alive(watch)
         s = take_sample(log_dir, time.monotonic() - t0)
         samples.append(s)
+        if cpu is not None and (k == n or (s.t >= warmup - 1e-6 and not window_started)):
+            cpu.sample(s.wall_ns)
+            window_started = True
         if k and k % PROGRESS_EVERY == 0:
             prev = samples[k - PROGRESS_EVERY]
             rate = (s.consumed - prev.consumed) / (s.t - prev.t)
@@ -510,7 +523,8 @@ def run_mode(cfg: BenchConfig, files: dict[str, Path], run_dir: Path, *, extra_a
         wait_until(lambda: read_consumed(log_dir) > 0, JOB_READY_TIMEOUT, "the job's first commit",
                    fleet.procs)
         startup = StartupFigures(round(t1 - t0, 3), round(t2 - t1, 3), round(time.monotonic() - t2, 3))
-        samples = sample_run(log_dir, cfg.warmup + cfg.duration, cfg.warmup, fleet.procs)
+        cpu = SessionSampler({p.name: p.popen.pid for p in fleet.procs})
+        samples = sample_run(log_dir, cfg.warmup + cfg.duration, cfg.warmup, fleet.procs, cpu)
         drain_s = stop_input_and_drain(fleet, senders, ingress, job, log_dir)
         watcher.stop()
         fleet.stop(job, timeout=JOB_STOP_TIMEOUT, leader_only=True)
@@ -522,7 +536,8 @@ def run_mode(cfg: BenchConfig, files: dict[str, Path], run_dir: Path, *, extra_a
     finally:
         with signals_ignored():            # a second Ctrl-C must not leave processes behind
             fleet.stop_all()
-    return figures_of(cfg, startup, run_dir, samples, drain_s)
+    res = figures_of(cfg, startup, run_dir, samples, drain_s)
+    return replace(res, cpu={c.name: c.cpu_percent for c in cpu.samples})
 
 
 def stop_input_and_drain(fleet: Fleet, senders: list[Proc], ingress: Proc, job: Proc, log_dir: Path) -> float:
@@ -617,6 +632,9 @@ def summary(res: ModeResult) -> str:
              ("log checked", f"{e.events:,} events ({e.nbbo:,} NBBO, {e.orders:,} orders), "
                              f"{e.bad_frames} bad frames"),
              ("drain after senders stop", f"{e.drain_s:.1f} s")]
+    if res.cpu:
+        rows.append(("CPU, % of a core", ", ".join(f"{k} {v:.0f}" for k, v in res.cpu.items())
+                     + f"; total {sum(res.cpu.values()):.0f}"))
     if e.first_difference:
         rows.append(("first difference", e.first_difference))
     width = max(len(k) for k, _ in rows)
@@ -636,7 +654,7 @@ def write_json(res: ModeResult, machine: dict, git: dict, argv: list[str]) -> Pa
            "latency_written": res.latency_written and asdict(res.latency_written),
            "latency_committed": res.latency_committed and asdict(res.latency_committed),
            "cadence": res.cadence and asdict(res.cadence), "exactness": asdict(res.exactness),
-           "samples": [asdict(s) for s in res.samples]}
+           "cpu_percent_of_core": res.cpu, "samples": [asdict(s) for s in res.samples]}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=1) + "\n")
     tmp.replace(path)
@@ -664,7 +682,7 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--symbols", type=int, default=350)
     p.add_argument("--wide-share", type=float, default=0.1)
     p.add_argument("--master", default="local[*]")
-    p.add_argument("--shards", type=int, default=2)
+    p.add_argument("--shards", type=int, default=Config().shards, help=f"(the job's default, {Config().shards})")
     p.add_argument("--max-rows-per-batch", type=int, help="job's largest micro-batch (default: the job's)")
     p.add_argument("--max-backlog", type=int, default=1_000_000,
                    help="records behind the job before the ingress mutes (1000000)")
