@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -13,7 +14,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("common (also MS_<NAME> environment variables)")
     g.add_argument("--state-dir", type=Path, help="state folder (default .state/, MS_STATE_DIR)")
     g.add_argument("--master", help="Spark master URL (default local[*], e.g. spark://host:7077)")
-    g.add_argument("--shards", type=int, help="symbol shards = state partitions (default 2; fixed per checkpoint)")
+    g.add_argument("--shards", type=int, help="symbol shards = tasks of the stateful stage (default 1; fixed per checkpoint)")
     g.add_argument("--host", help="ingress bind address (default 127.0.0.1)")
     g.add_argument("--nbbo-port", type=int, help="NBBO ingress port (default 7001)")
     g.add_argument("--orders-port", type=int, help="orders ingress port (default 7002)")
@@ -43,9 +44,16 @@ def _cmd_ingress(args) -> int:
     return run_ingress(config_from(args)) or 0
 
 
+def _job_config(args) -> Config:
+    """The config of a command that runs the job on a state folder: its checkpoint's shard count."""
+    from .checkpoint import settle_shards
+    explicit = getattr(args, "shards", None) is not None or "MS_SHARDS" in os.environ
+    return settle_shards(config_from(args), explicit)
+
+
 def _cmd_job(args) -> int:
     from .runner import run_job
-    return run_job(config_from(args), duration=args.duration, forward=args.forward)
+    return run_job(_job_config(args), duration=args.duration, forward=args.forward)
 
 
 def _cmd_replay(args) -> int:
@@ -65,7 +73,7 @@ def _cmd_results(args) -> int:
 
 def _cmd_demo(args) -> int:
     from .demo import run_demo
-    return run_demo(config_from(args), rate=args.rate, duration=args.duration, symbols=args.symbols,
+    return run_demo(_job_config(args), rate=args.rate, duration=args.duration, symbols=args.symbols,
                     ui_port=args.ui_port)
 
 

@@ -26,7 +26,9 @@ class Config:
     resume_backlog: int = 1_000_000       # ... and when it listens again
     fsync: bool = True
     master: str = "local[*]"
-    shards: int = 2                       # symbol shards = state partitions; fixed by the checkpoint
+    # symbol shards = tasks of the stateful stage; fixed by the checkpoint. One measured best
+    # on a 2-core machine (bench/README.md); on a cluster, one per executor core for the job.
+    shards: int = 1
     max_rows_per_batch: int = 500_000
     trigger_ms: int = 0
     spark_ui: bool = False

@@ -5,7 +5,7 @@ import os
 import sys
 
 
-def build_session(master: str = "local[*]", app_name: str = "market-spread", shards: int = 2,
+def build_session(master: str = "local[*]", app_name: str = "market-spread", shards: int = 1,
                   ui: bool = False, extra: dict[str, str] | None = None):
     """Return a SparkSession for the job; workers use this interpreter."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.checkpoint import recorded_shards
 from engine.config import Config
 from engine.fixish import decode_payload, iter_frames, read_results
 from engine.ingress_log import LogWriter, read_consumed, read_head
@@ -35,7 +36,7 @@ def _reference_of(*files: Path):
 
 @pytest.fixture
 def cfg(tmp_path) -> Config:
-    return Config.from_env(state_dir=tmp_path / "state", max_rows_per_batch=50_000)
+    return Config.from_env(state_dir=tmp_path / "state", max_rows_per_batch=50_000, shards=2)
 
 
 def test_wallaroo_integration_scenario(spark, cfg, tmp_path):
@@ -161,6 +162,14 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(tmp_path):
     got = result_tuples(frames[np.argsort(side[:, 0], kind="stable")])
     assert kills == 3
     assert got == reference_results(msgs)
+    # The checkpoint fixes the shard count: another one given explicitly is refused, clearly.
+    fixed = recorded_shards(cfg.checkpoint_dir)
+    assert fixed == cfg.shards
+    other = subprocess.run([sys.executable, "-m", "engine", "job", "--state-dir", str(state),
+                            "--shards", str(fixed + 1), "--duration", "1"],
+                           cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
+                           text=True, timeout=120)
+    assert other.returncode == 2 and f"was made with --shards {fixed}" in other.stderr, other.stderr
 
 
 def test_shard_keys_land_each_shard_in_its_own_spark_partition(spark):

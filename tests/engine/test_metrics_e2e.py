@@ -39,7 +39,7 @@ def inputs(tmp_path_factory):
 
 def test_step_counts_equal_events_across_batches_and_partitions(spark, metrics_env, inputs, tmp_path):
     nbbo, orders = inputs
-    cfg = Config.from_env(state_dir=tmp_path / "state", max_rows_per_batch=10_000)
+    cfg = Config.from_env(state_dir=tmp_path / "state", max_rows_per_batch=10_000, shards=2)
     rep = replay([nbbo], [orders], tmp_path / "out.msg", cfg, run_id="counts", spark=spark)
     sums = _sums(metrics_env, "counts")
     assert rep.accepted == 120_350
