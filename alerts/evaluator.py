@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+from collector.background import lower_thread_priority
 from collector.influx import InfluxClient, InfluxConfig, InfluxError
 
 from .evaluate import NOTIFIED, OK, RESOLVED_HOLD_S, STATES, AlertState, Transition, advance
@@ -80,6 +81,7 @@ class AlertEvaluator:
         release()
 
     def _run(self) -> None:
+        lower_thread_priority()
         while True:
             try:
                 self.evaluate_once()

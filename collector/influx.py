@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple, Protocol, Sequence
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
+from .background import lower_thread_priority
+
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 18086                     # the project's own server; 8086 is left to a system InfluxDB
@@ -896,6 +898,7 @@ class InfluxWriter:
         return list(out.items())
 
     def _run(self) -> None:
+        lower_thread_priority()
         while True:
             try:
                 with self._cond:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from collector.aggregate import IntervalAggregator
+from collector.background import lower_thread_priority
 from collector.backpressure import WINDOW_S, StepBusy, backpressure_point, step_figures
 from collector.points import latency_point
 from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, StepSample, decode_samples
@@ -182,6 +183,7 @@ class MetricsShipper:
             self.agg.add(s)
 
     def _run(self) -> None:
+        lower_thread_priority()
         while not self._stop.wait(self.poll_s):
             try:
                 self.ship_once()

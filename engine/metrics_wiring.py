@@ -11,6 +11,7 @@ import numpy as np
 
 from collector.aggregate import IntervalAggregator
 from collector.histogram import SparseCounts, bucket_indices
+from collector.background import lower_thread_priority
 from collector.influx import InfluxClient, InfluxConfig, InfluxWriter, Point
 from collector.points import latency_point
 from collector.samples import STEP_INGRESS, StepSample, worker_name
@@ -97,6 +98,7 @@ class IngressMetrics:
         self.writer.add(points)
 
     def _run(self) -> None:
+        lower_thread_priority()
         while not self._stop.wait(1.0):
             try:
                 self._tick()
