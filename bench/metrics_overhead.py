@@ -41,6 +41,7 @@ import e2e  # noqa: E402  (also puts the project root on sys.path)
 from collector.influx import InfluxClient, InfluxError  # noqa: E402
 from collector.influx_server import InfluxServer  # noqa: E402
 from collector.samples import STEP_CHECK, STEP_E2E, STEP_INGRESS, STEP_SINK, STEP_SOURCE  # noqa: E402
+from engine.sysinfo import parse_stat  # noqa: E402
 
 ARMS = ("off", "on")                  # run order within a pair
 OFF_ARGS = ("--no-metrics",)          # on the ingress's and the job's command lines
@@ -79,6 +80,7 @@ class ArmRun:
     wall_s: float                      # start of the processes to the end of the checks
     loadavg_start: list[float]
     loadavg_end: list[float]
+    influxdb_cpu: float = float("nan")  # the InfluxDB server's CPU over the whole run, % of a core
 
     @property
     def ok(self) -> bool:
@@ -178,7 +180,11 @@ def mode_comparisons(runs: list[ArmRun], mode: str) -> list[Comparison]:
             figures.append((f"{pct} latency to {basis} (ms)",
                             lambda r, b=basis, q=pct: _latency(r.result, b, q)))
     figures += [("batch gap median (ms)", lambda r: _cadence(r.result, "gap_median_ms")),
-                ("records per batch median", lambda r: _cadence(r.result, "records_per_batch_median"))]
+                ("records per batch median", lambda r: _cadence(r.result, "records_per_batch_median")),
+                ("job CPU (% of a core)", lambda r: r.result.cpu.get("job", math.nan)),
+                ("all CPU incl. InfluxDB (% of a core)",
+                 lambda r: sum(r.result.cpu.values()) + (0.0 if math.isnan(r.influxdb_cpu) else r.influxdb_cpu)
+                 if r.result.cpu else math.nan)]
     return [compare(name, [get(by[p, "off"]) for p in pairs], [get(by[p, "on"]) for p in pairs])
             for name, get in figures]
 
@@ -254,8 +260,15 @@ def check_metrics_off(client: InfluxClient, run_dir: Path, points_before: int) -
 
 # --------------------------------------------------------------------------- runs
 
+def _cpu_seconds(pid: int | None) -> float:
+    try:
+        return parse_stat(Path(f"/proc/{pid}/stat").read_text())[1] if pid else math.nan
+    except (OSError, ValueError, IndexError):
+        return math.nan
+
+
 def run_arm(cfg: e2e.BenchConfig, pair: int, arm: str, files: dict[str, Path], state_dir: Path,
-            client: InfluxClient, keep: bool) -> ArmRun:
+            client: InfluxClient, keep: bool, influx_pid: int | None = None) -> ArmRun:
     """Run one mode once with metrics on or off; check exactness and metrics."""
     run_dir = state_dir / f"run-{cfg.mode}-{pair}-{arm}"
     # The same environment in both arms; only the flag differs. A user's MS_METRICS=0
@@ -263,14 +276,16 @@ def run_arm(cfg: e2e.BenchConfig, pair: int, arm: str, files: dict[str, Path], s
     env = {"MS_INFLUX_URL": client.url, "MS_INFLUX_DB": client.config.db, "MS_METRICS": "true"}
     load0, t0 = list(os.getloadavg()), time.monotonic()
     points_before = point_count(client) if arm == "off" else 0
+    cpu0, w0 = _cpu_seconds(influx_pid), time.monotonic()
     res = e2e.run_mode(cfg, files, run_dir, extra_args=OFF_ARGS if arm == "off" else (), env=env)
+    influx_cpu = 100.0 * (_cpu_seconds(influx_pid) - cpu0) / (time.monotonic() - w0)
     check = (check_metrics_off(client, run_dir, points_before) if arm == "off"
              else check_metrics_on(client, run_dir, res.exactness))
     rate = run_commit_rate(run_dir, res)
     if not keep:                       # a throughput run's log is gigabytes
         shutil.rmtree(run_dir, ignore_errors=True)
     return ArmRun(cfg.mode, pair, arm, res, round(rate, 1), check, round(time.monotonic() - t0, 1), load0,
-                  list(os.getloadavg()))
+                  list(os.getloadavg()), round(influx_cpu, 1))
 
 
 def run_line(r: ArmRun) -> str:
@@ -363,7 +378,8 @@ def _run_doc(r: ArmRun) -> dict:
             "latency_written": res.latency_written and asdict(res.latency_written),
             "latency_committed": res.latency_committed and asdict(res.latency_committed),
             "cadence": res.cadence and asdict(res.cadence), "exactness": asdict(res.exactness),
-            "metrics": asdict(r.metrics), "samples": [asdict(x) for x in res.samples]}
+            "metrics": asdict(r.metrics), "cpu_percent_of_core": res.cpu, "influxdb_cpu_percent": r.influxdb_cpu,
+            "samples": [asdict(x) for x in res.samples]}
 
 
 # --------------------------------------------------------------------------- main
@@ -421,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
                 for arm in ARMS:
                     print(f"\nmetrics_overhead: run {len(runs) + 1} of {total}: {cfg.mode}, pair {pair}, "
                           f"metrics {arm}", flush=True)
-                    runs.append(run_arm(cfg, pair, arm, files, state_dir, client, args.keep))
+                    runs.append(run_arm(cfg, pair, arm, files, state_dir, client, args.keep, server.pid))
                     print(f"metrics_overhead: {run_line(runs[-1])}", flush=True)
         client.close()
     except KeyboardInterrupt:
