@@ -148,11 +148,12 @@ class MetricsShipper:
         delivered = self.writer.delivered() if hasattr(self.writer, "delivered") else float("inf")
         while self._unsent and self._unsent[0][0] <= delivered:
             self._unsent.popleft()
-        pending = [start for _, start in self._unsent]
+        # the floor: the oldest interval a restart must rebuild, undelivered or still open
+        # to samples of batches to come
+        floor = min([start for _, start in self._unsent] + [self._settled_ns])
         oldest = self.agg.oldest_pending()
         if oldest is not None:
-            pending.append(oldest)
-        floor = min(pending, default=self._settled_ns)
+            floor = min(floor, oldest)
         batch = min((b for b, newest in self._newest.items() if newest >= floor), default=self.tail.next_batch)
         # a batch older than the aggregator's memory can no longer complete an interval
         horizon = now_ns - self.agg.retain_ns - self.interval_ns
