@@ -317,9 +317,10 @@ def report(runs: list[ArmRun], modes: list[str]) -> str:
         out.append(f"\nmetrics overhead, {mode} ({offered}; {pairs} pair{'s' * (pairs != 1)}, "
                    f"{cfg.duration:g} s measured after {cfg.warmup:g} s warm-up; ratio = on / off)")
         if mode == "throughput":
-            shown = [c for c in comps if c.figure.startswith(("processed", "batch", "records"))]
+            shown = [c for c in comps if c.figure.startswith(("processed", "batch", "records", "job", "all"))]
         else:                          # latencies, then: did the job keep up with the offered rate?
-            shown = [c for c in comps if c.figure.startswith(("p50", "p99", "batch", "records"))] + comps[:1]
+            shown = ([c for c in comps if c.figure.startswith(("p50", "p99", "batch", "records"))] + comps[:1]
+                     + [c for c in comps if c.figure.startswith(("job", "all"))])
         for c in shown:
             out.append(f"  {c.figure}")
             out.append(f"    {'pair':>4}  {'off':>12}  {'on':>12}  {'on/off':>7}")
