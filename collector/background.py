@@ -6,6 +6,11 @@ micro-batch at the moment it runs and show up in the stream's latency. On Linux 
 thread has its own nice value, so only the metrics threads are lowered; they still get
 a share of the CPU and catch up when the job leaves some idle, and anything they fall
 behind on waits in bounded queues or on disk.
+
+Used in the job's driver only (shipper, its InfluxDB writer, the alert evaluator), whose
+Python threads do no latency-critical work: the JVM and the Python workers run the
+batches. Not in the ingress: there a lowered thread that holds the GIL while it waits
+for a CPU would hold up the receive loop (priority inversion through the GIL).
 """
 from __future__ import annotations
 

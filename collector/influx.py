@@ -680,8 +680,9 @@ class InfluxWriter:
     def __init__(self, client: InfluxClient, spool_dir: Path | str, *,
                  max_spool_bytes: int | None = None, max_queue: int = 100_000,
                  batch_size: int = MAX_BATCH, interval: float = 0.2,
-                 backoff: tuple[float, float] = (0.25, 5.0)):
+                 backoff: tuple[float, float] = (0.25, 5.0), background: bool = False):
         self.client = client
+        self.background = background      # send at a lower CPU priority (collector/background.py)
         self.spool_dir = Path(spool_dir)
         self._spool = _Spool(self.spool_dir, client.config.spool_max_bytes if max_spool_bytes is None
                              else max_spool_bytes)
@@ -898,7 +899,8 @@ class InfluxWriter:
         return list(out.items())
 
     def _run(self) -> None:
-        lower_thread_priority()
+        if self.background:
+            lower_thread_priority()
         while True:
             try:
                 with self._cond:

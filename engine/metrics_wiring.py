@@ -11,7 +11,6 @@ import numpy as np
 
 from collector.aggregate import IntervalAggregator
 from collector.histogram import SparseCounts, bucket_indices
-from collector.background import lower_thread_priority
 from collector.influx import InfluxClient, InfluxConfig, InfluxWriter, Point
 from collector.points import latency_point
 from collector.samples import STEP_INGRESS, StepSample, worker_name
@@ -19,10 +18,16 @@ from collector.samples import STEP_INGRESS, StepSample, worker_name
 log = logging.getLogger(__name__)
 
 
-def open_writer(state_dir: Path, name: str) -> InfluxWriter:
-    """Start a never-blocking writer to `MS_INFLUX_URL`, spooling under the state folder."""
+def open_writer(state_dir: Path, name: str, background: bool = False) -> InfluxWriter:
+    """Start a never-blocking writer to `MS_INFLUX_URL`, spooling under the state folder.
+
+    `background`: its thread runs at a lower CPU priority. Only where the process's own
+    latency-critical work is elsewhere (the job's driver: the JVM runs the batches); in
+    the ingress a lowered thread holding the GIL would hold up the receive loop.
+    """
     cfg = InfluxConfig.from_env()
-    writer = InfluxWriter(InfluxClient(cfg), Path(state_dir) / "metrics-spool" / name).start()
+    writer = InfluxWriter(InfluxClient(cfg), Path(state_dir) / "metrics-spool" / name,
+                          background=background).start()
     log.info("metrics -> %s database %s (spool %s)", cfg.url, cfg.db, writer.spool_dir)
     return writer
 
@@ -98,7 +103,6 @@ class IngressMetrics:
         self.writer.add(points)
 
     def _run(self) -> None:
-        lower_thread_priority()
         while not self._stop.wait(1.0):
             try:
                 self._tick()

@@ -27,7 +27,7 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
         from .metrics_shipper import MetricsShipper, run_id_for
         from .metrics_wiring import attach_listener, open_writer
         run = run_id_for(cfg.state_dir)
-        writer = open_writer(cfg.state_dir, "job")
+        writer = open_writer(cfg.state_dir, "job", background=True)
         shipper = MetricsShipper(cfg.out_dir, run, writer, tasks=cfg.shards).start()
         listener = attach_listener(spark, run, writer, cfg.log_dir)
         from alerts.evaluator import start_evaluator
