@@ -227,8 +227,8 @@ def verdict(samples: list[SoakSample], warmup: float, shards: int, tol: Toleranc
             "threads_first": int(np.median(f_th)), "threads_last": int(np.median(l_th)),
             "threads_flat": bool(np.median(l_th) <= np.median(f_th) + tol.thread_slack),
         }
-        live = [s.jvm_live_heap_bytes for s in win if s.jvm_live_heap_bytes is not None]
-        if name == "job-jvm" and len(live) >= 3:
+        live = [s.jvm_live_heap_bytes for s in win if s.jvm_live_heap_bytes is not None] if name == "job-jvm" else []
+        if len(live) >= 3:
             fl, ll = _thirds(live)
             checks[name].update(
                 live_heap_first_mib=round(float(np.median(fl)) / 2**20, 1),

@@ -72,7 +72,7 @@ class ShipPosition:
 class MetricsShipper:
     """Background thread: committed batches -> `IntervalAggregator` -> a point writer.
 
-    `writer` is anything with `add(points)` (collector.influx.InfluxWriter in production,
+    `writer` is a `PointSink` (`add(points)` returning a ticket, `delivered()`) (collector.influx.InfluxWriter in production,
     collector.testing's in-memory writer in unit tests). Besides the latency intervals it
     writes, at most once per `interval_s`, each job step's `backpressure` figures over the
     last 10 s from the tasks' busy times (`tasks`: the job's state tasks, its shards).
@@ -145,7 +145,7 @@ class MetricsShipper:
 
     def _save_position(self, now_ns: int) -> None:
         """Save where a restart must re-read from, given what the writer has delivered."""
-        delivered = self.writer.delivered() if hasattr(self.writer, "delivered") else float("inf")
+        delivered = self.writer.delivered()
         while self._unsent and self._unsent[0][0] <= delivered:
             self._unsent.popleft()
         # the floor: the oldest interval a restart must rebuild, undelivered or still open

@@ -4,8 +4,10 @@ from __future__ import annotations
 import os
 import sys
 
+from .config import Config
 
-def build_session(master: str = "local[*]", app_name: str = "market-spread", shards: int = 1,
+
+def build_session(master: str = "local[*]", app_name: str = "market-spread", shards: int = Config.shards,
                   ui: bool = False, extra: dict[str, str] | None = None):
     """Return a SparkSession for the job; workers use this interpreter."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -42,7 +42,8 @@ class IngressRangeReader(SimpleDataSourceStreamReader):
     def __init__(self, options):
         from .records import shard_keys
         self.path = options["path"]
-        self.keys = shard_keys(int(options.get("shards", 1)))
+        from .config import Config
+        self.keys = shard_keys(int(options.get("shards", Config.shards)))
         self.max_rows = int(options.get("maxRowsPerBatch", 500_000))
 
     def initialOffset(self) -> dict:
