@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from pyspark.sql.streaming import StreamingQueryListener
+from spark_listener.events import JsonEventsListener
 
 from .ingress_log import write_consumed
 
@@ -26,7 +26,7 @@ def end_offset(progress) -> int | None:
     return None
 
 
-class ConsumedOffsetListener(StreamingQueryListener):
+class ConsumedOffsetListener(JsonEventsListener):
     """Write `consumed` in the ingress log folder after each committed batch."""
 
     def __init__(self, log_dir: str, query_id: str | None):

@@ -28,9 +28,9 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
         "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
         "spark.hadoop.fs.file.impl.disable.cache": "true",
         "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",
-        # JVM <-> Python worker over a Unix socket, not loopback TCP: over TCP each stateful
-        # task stalled a steady ~40 ms (the mark of Nagle meeting delayed ACKs) between the task's command and its
-        # Arrow input; p50 latency 262/238 -> 185/189 ms at 50k events/s (bench/README.md).
+        # JVM <-> Python workers over a Unix socket, not loopback TCP: over TCP each stateful
+        # task stalled a steady ~40 ms (the mark of Nagle meeting delayed ACKs) between its
+        # command and its Arrow input. p50 latency 262/238 -> 185/189 ms at 50k events/s.
         "spark.python.unix.domain.socket.enabled": "true",
     }
     if master.startswith("local") and not os.environ.get("SPARK_LOCAL_IP"):

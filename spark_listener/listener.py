@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping, Union
 
-from pyspark.sql.streaming import StreamingQueryListener
-
 from collector.backpressure import STEP_JOB, WINDOW_S, backpressure_point, job_figures
 from collector.influx import Point
+
+from .events import JsonEventsListener
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ class _RunState:
         self.events = 0
 
 
-class SparkMetricsListener(StreamingQueryListener):
+class SparkMetricsListener(JsonEventsListener):
     """Hand Spark's query events to a writer as `spark_progress`, `runs` and `backpressure` points.
 
     With `query_name`, only queries of that name are followed; once a start of such a
