@@ -1,8 +1,11 @@
 """Build the Spark session the job runs in, with settings measured to cut per-batch cost."""
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 from .config import Config
 
@@ -38,6 +41,12 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
         # on one machine nothing outside needs to reach it. (A cluster's executors must:
         # there the driver's address is the user's choice, SPARK_LOCAL_IP or spark.driver.host.)
         conf["spark.driver.bindAddress"] = conf["spark.driver.host"] = "127.0.0.1"
+    if master.startswith("local"):
+        # The workers' Unix sockets take no secret: a folder only this user can enter keeps
+        # other local users off them whatever the umask, and goes away with the process
+        # (Spark leaves its socket files behind). A cluster's executors create theirs in
+        # their own temp folder (`spark.python.unix.domain.socket.dir` to choose another).
+        conf["spark.python.unix.domain.socket.dir"] = _private_dir()
     conf.update(extra or {})
     builder = SparkSession.builder.master(master).appName(app_name)
     for k, v in conf.items():
@@ -45,3 +54,10 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _private_dir() -> str:
+    """A fresh 0700 folder under the temp dir, removed when this process exits."""
+    path = tempfile.mkdtemp(prefix="ms-spark-")
+    atexit.register(shutil.rmtree, path, True)
+    return path

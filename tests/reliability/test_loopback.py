@@ -1,6 +1,10 @@
 """Servers bind to loopback by default: the ingress, the project's InfluxDB, the job's driver, the dashboard."""
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
+
 from collector.influx_server import InfluxServer
 from engine.cli import build_parser, config_from
 from engine.config import Config
@@ -54,11 +58,27 @@ def test_local_job_listens_on_loopback_only(tmp_path, monkeypatch):
     fleet = fleet_for(tmp_path)
     try:
         job = start_job(fleet, state, "--no-metrics", master="local[1]")
-        socks = [s for pid in session_members(job.popen.pid) for s in listening_sockets(pid)]
+        members = session_members(job.popen.pid)
+        socks = [s for pid in members for s in listening_sockets(pid)]
         assert socks and all(is_loopback(a) for a, _ in socks), socks
+        # Python workers listen on Unix sockets that take no secret: in a folder of this user's only.
+        sock_dirs = {_environ(pid).get("PYTHON_WORKER_FACTORY_SOCK_DIR") for pid in members} - {None}
+        assert len(sock_dirs) == 1, sock_dirs
+        sock_dir = Path(sock_dirs.pop())
+        assert stat.S_IMODE(sock_dir.stat().st_mode) == 0o700 and sock_dir.stat().st_uid == os.getuid()
+        assert any(p.is_socket() for p in sock_dir.iterdir())
         assert stop_gracefully(fleet, job) == 0
+        assert not sock_dir.exists()              # removed with the job, socket files and all
     finally:
         fleet.stop_all()
+
+
+def _environ(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:                               # gone meanwhile
+        return {}
+    return dict(kv.split("=", 1) for kv in raw.decode(errors="replace").split("\0") if "=" in kv)
 
 
 def test_dashboard_listens_on_loopback_only_by_default(tmp_path, monkeypatch):
