@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np

@@ -41,7 +41,7 @@ import e2e  # noqa: E402  (also puts the project root on sys.path)
 from collector.influx import InfluxClient, InfluxError  # noqa: E402
 from collector.influx_server import InfluxServer  # noqa: E402
 from collector.samples import STEP_CHECK, STEP_E2E, STEP_INGRESS, STEP_SINK, STEP_SOURCE  # noqa: E402
-from engine.sysinfo import parse_stat  # noqa: E402
+from engine.sysinfo import cpu_percent, session_usage  # noqa: E402
 
 ARMS = ("off", "on")                  # run order within a pair
 OFF_ARGS = ("--no-metrics",)          # on the ingress's and the job's command lines
@@ -260,13 +260,6 @@ def check_metrics_off(client: InfluxClient, run_dir: Path, points_before: int) -
 
 # --------------------------------------------------------------------------- runs
 
-def _cpu_seconds(pid: int | None) -> float:
-    try:
-        return parse_stat(Path(f"/proc/{pid}/stat").read_text())[1] if pid else math.nan
-    except (OSError, ValueError, IndexError):
-        return math.nan
-
-
 def run_arm(cfg: e2e.BenchConfig, pair: int, arm: str, files: dict[str, Path], state_dir: Path,
             client: InfluxClient, keep: bool, influx_pid: int | None = None) -> ArmRun:
     """Run one mode once with metrics on or off; check exactness and metrics."""
@@ -276,9 +269,11 @@ def run_arm(cfg: e2e.BenchConfig, pair: int, arm: str, files: dict[str, Path], s
     env = {"MS_INFLUX_URL": client.url, "MS_INFLUX_DB": client.config.db, "MS_METRICS": "true"}
     load0, t0 = list(os.getloadavg()), time.monotonic()
     points_before = point_count(client) if arm == "off" else 0
-    cpu0, w0 = _cpu_seconds(influx_pid), time.monotonic()
+    # influxd runs in a session of its own (collector.influx_server), so its pid is the session id
+    influx0 = session_usage(influx_pid, time.time_ns()) if influx_pid else None
     res = e2e.run_mode(cfg, files, run_dir, extra_args=OFF_ARGS if arm == "off" else (), env=env)
-    influx_cpu = 100.0 * (_cpu_seconds(influx_pid) - cpu0) / (time.monotonic() - w0)
+    influx_cpu = (cpu_percent(influx0, session_usage(influx_pid, time.time_ns())) if influx0 is not None
+                  else math.nan)
     check = (check_metrics_off(client, run_dir, points_before) if arm == "off"
              else check_metrics_on(client, run_dir, res.exactness))
     rate = run_commit_rate(run_dir, res)
@@ -438,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
                 for arm in ARMS:
                     print(f"\nmetrics_overhead: run {len(runs) + 1} of {total}: {cfg.mode}, pair {pair}, "
                           f"metrics {arm}", flush=True)
-                    runs.append(run_arm(cfg, pair, arm, files, state_dir, client, args.keep, server.pid))
+                    runs.append(run_arm(cfg, pair, arm, files, state_dir, client, args.keep, status.pid))
                     print(f"metrics_overhead: {run_line(runs[-1])}", flush=True)
         client.close()
     except KeyboardInterrupt:

@@ -18,8 +18,8 @@ leaks or not, so the JVM's memory is judged by its live set; its RSS is reported
 Verdict (after the warm-up; the window is cut in thirds and the last compared with the
 first): memory flat (median RSS of the last third within 15 % + 64 MiB of the first;
 for the JVM, the median live heap), open files and threads not growing (medians of the
-last third within a small slack of the first's), state rows bounded (never above the shard count: one row per shard holds that
-shard's symbols) and state memory flat. Writes bench/results/soak-<UTC>.json and
+last third within a small slack of the first's), state rows bounded (never above the
+shard count: one row per shard holds that shard's symbols) and state memory flat. Writes bench/results/soak-<UTC>.json and
 prints the verdict; exit 1 only if the run broke, never on a figure.
 """
 from __future__ import annotations

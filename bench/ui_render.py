@@ -160,7 +160,7 @@ def _decode_uncached(blob: str):
 def measure(config: InfluxConfig, repeat: int) -> dict:
     """Time every page's data, figures and whole callback."""
     from metrics_ui import components as c
-    from metrics_ui import data, figures
+    from metrics_ui import figures
     from metrics_ui.app import UiConfig, create_app
     from metrics_ui.ranges import RANGES, resolve_range
     from metrics_ui.resolution import bucket_s

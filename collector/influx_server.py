@@ -178,11 +178,6 @@ class InfluxServer:
         except (OSError, ValueError):
             return None
 
-    @property
-    def pid(self) -> int | None:
-        """The running server's process id (None when it is not running)."""
-        return self._running_pid()
-
     def _pid(self) -> int | None:
         try:
             return int(self._pid_path.read_text().strip())

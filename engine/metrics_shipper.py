@@ -72,10 +72,11 @@ class ShipPosition:
 class MetricsShipper:
     """Background thread: committed batches -> `IntervalAggregator` -> a point writer.
 
-    `writer` is a `PointSink` (`add(points)` returning a ticket, `delivered()`) (collector.influx.InfluxWriter in production,
-    collector.testing's in-memory writer in unit tests). Besides the latency intervals it
-    writes, at most once per `interval_s`, each job step's `backpressure` figures over the
-    last 10 s from the tasks' busy times (`tasks`: the job's state tasks, its shards).
+    `writer` is a `PointSink`: `add(points)` returns a ticket, `delivered()` the newest
+    ticket fully stored (collector.influx.InfluxWriter in production, collector.testing's
+    in-memory writer in unit tests). Besides the latency intervals it writes, at most once
+    per `interval_s`, each job step's `backpressure` figures over the last 10 s from the
+    tasks' busy times (`tasks`: the job's state tasks, its shards).
     """
 
     def __init__(self, out_dir: Path, run: str, writer, interval_s: float = 1.0, poll_s: float = 0.5,

@@ -36,12 +36,12 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
         # command and its Arrow input. p50 latency 262/238 -> 185/189 ms at 50k events/s.
         "spark.python.unix.domain.socket.enabled": "true",
     }
-    if master.startswith("local") and not os.environ.get("SPARK_LOCAL_IP"):
-        # Spark binds the driver to the host's first non-loopback address by default;
-        # on one machine nothing outside needs to reach it. (A cluster's executors must:
-        # there the driver's address is the user's choice, SPARK_LOCAL_IP or spark.driver.host.)
-        conf["spark.driver.bindAddress"] = conf["spark.driver.host"] = "127.0.0.1"
     if master.startswith("local"):
+        if not os.environ.get("SPARK_LOCAL_IP"):
+            # Spark binds the driver to the host's first non-loopback address by default;
+            # on one machine nothing outside needs to reach it. (A cluster's executors must:
+            # there the driver's address is the user's choice, SPARK_LOCAL_IP or spark.driver.host.)
+            conf["spark.driver.bindAddress"] = conf["spark.driver.host"] = "127.0.0.1"
         # The workers' Unix sockets take no secret: a folder only this user can enter keeps
         # other local users off them whatever the umask, and goes away with the process
         # (Spark leaves its socket files behind). A cluster's executors create theirs in

@@ -40,9 +40,9 @@ class IngressRangeReader(SimpleDataSourceStreamReader):
     """
 
     def __init__(self, options):
+        from .config import Config
         from .records import shard_keys
         self.path = options["path"]
-        from .config import Config
         self.keys = shard_keys(int(options.get("shards", Config.shards)))
         self.max_rows = int(options.get("maxRowsPerBatch", 500_000))
 
