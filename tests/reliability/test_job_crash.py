@@ -13,7 +13,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from engine.ingress_log import read_consumed
+from engine.ingress_log import read_consumed, read_head
 from engine.metrics_shipper import committed_intervals
 from engine.tools.generate import generate
 
@@ -58,6 +58,8 @@ def test_job_sigkilled_three_times_during_a_live_run_stays_exact(influx_client, 
             job = start_job(fleet, state, "--max-rows-per-batch", 20_000, name=f"job-{k}")
         before = read_consumed(log_dir)
         wait_until(lambda: read_consumed(log_dir) > before, 180, "a commit by the last job", [job, *watch])
+        # the volume asserted below, however fast the restarts went
+        wait_until(lambda: read_head(log_dir) > 100_000, 120, "100,000 events logged", [job, *watch])
         for s in senders:
             fleet.stop(s)
         assert stop_gracefully(fleet, ingress, 30) == 0, log_tail(ingress.log_path)
