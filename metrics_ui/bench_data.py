@@ -4,8 +4,9 @@ The runs come from the `bench_run`, `bench_step`, `bench_progress` and `process`
 measurements (docs/METRICS.md, "Performance-test runs"); each run's start-to-end latency
 distribution is merged from the job's own `latency` histograms over the run's measurement
 window. Run names from the URL are bound parameters, never spliced into InfluxQL.
-`regressions` is pure: a run is flagged where its p99 or its throughput is worse than
-the baseline's by more than a share.
+`compare_runs` is pure: a run (or a group of runs of one label) is flagged only where
+its per-second p99s or throughputs differ from the baseline's beyond their own noise
+(metrics_ui/compare_stats.py) and by more than the threshold.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Sequence
 from collector.histogram import LatencyHistogram
 from collector.influx import InfluxClient
 
+from .compare_stats import Comparison, compare
 from .data import START_TO_END, MetricsStore, TimeSeries, _step_rank
 from .ranges import TimeRange
 
@@ -23,7 +25,6 @@ BENCH_STEP = "bench_step"
 BENCH_PROGRESS = "bench_progress"
 PROCESS = "process"
 DEFAULT_THRESHOLD = 0.05           # 5 % worse than the baseline is a regression
-_EPS = 1e-9                        # exactly at the threshold is not beyond it, whatever the rounding
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ class BenchRun:
     cpu: list[TimeSeries]               # % of one core, one series per process tree
     rss: list[TimeSeries]               # bytes, one series per process tree
     hist: LatencyHistogram              # start-to-end over the window
+    p99_samples: tuple[float, ...] = ()     # start-to-end p99 of each 1-s interval of the window, ns
+    eps_samples: tuple[float, ...] = ()     # processed events/s of each second of the window
 
     @property
     def p99_ns(self) -> int | None:
@@ -90,28 +93,21 @@ class BenchRun:
         return max(s.values) if s else None
 
 
-@dataclass(frozen=True)
-class Regression:
-    """One figure of a run worse than the baseline's by more than the threshold."""
-    run: str
-    metric: str                         # "p99" (start-to-end) or "throughput"
-    baseline: float
-    value: float
-    worse_by: float                     # share: 0.12 = 12 % worse
+def compare_runs(baseline: Sequence[BenchRun], runs: Sequence[BenchRun], threshold: float = DEFAULT_THRESHOLD
+                 ) -> list[Comparison]:
+    """Compare a run (or runs of one label) with the baseline's run(s): start-to-end p99, then throughput."""
+    return [compare("p99", [r.p99_samples for r in baseline], [r.p99_samples for r in runs], threshold,
+                    higher_is_worse=True),
+            compare("throughput", [r.eps_samples for r in baseline], [r.eps_samples for r in runs], threshold,
+                    higher_is_worse=False)]
 
 
-def regressions(baseline: BenchRun, run: BenchRun, threshold: float = DEFAULT_THRESHOLD) -> list[Regression]:
-    """Return the run's figures that are worse than the baseline's by more than `threshold` (a share)."""
-    out = []
-    if baseline.p99_ns and run.p99_ns is not None:
-        worse = run.p99_ns / baseline.p99_ns - 1.0           # higher latency is worse
-        if worse > threshold + _EPS:
-            out.append(Regression(run.run, "p99", baseline.p99_ns, run.p99_ns, worse))
-    if baseline.throughput_eps > 0:
-        worse = 1.0 - run.throughput_eps / baseline.throughput_eps   # lower throughput is worse
-        if worse > threshold + _EPS:
-            out.append(Regression(run.run, "throughput", baseline.throughput_eps, run.throughput_eps, worse))
-    return out
+def group_by_label(runs: Sequence[BenchRun]) -> list[list[BenchRun]]:
+    """Group runs of one label together, in the order each label first appears."""
+    groups: dict[str, list[BenchRun]] = {}
+    for r in runs:
+        groups.setdefault(r.label, []).append(r)
+    return list(groups.values())
 
 
 def parse_threshold(text) -> float:
@@ -154,6 +150,12 @@ class BenchStore:
                for s in series for v in s.values[-1:]]
         return sorted(out, key=lambda r: r.started_ns, reverse=True)
 
+    def windows(self) -> dict[str, TimeRange]:
+        """Return each recorded run's measurement window (the runs page summarises runs over it)."""
+        series = self.client.query(f'SELECT "window_start_ns", "window_end_ns" FROM "{BENCH_RUN}" GROUP BY "run"')
+        return {s.tags.get("run", ""): TimeRange(int(v[1]), int(v[2])) for s in series for v in s.values[-1:]
+                if v[1] is not None and v[2] is not None and int(v[2]) > int(v[1])}
+
     def run(self, run: str) -> BenchRun | None:
         """Return one recorded run with its steps, series and histogram; None if there is no such run."""
         p = {"run": run}
@@ -176,14 +178,20 @@ class BenchStore:
             cpu.append(_series(s.values, s.columns, "cpu_pct", name))
             rss.append(_series(s.values, s.columns, "rss_bytes", name))
         start, end = int(row["window_start_ns"]), int(row["window_end_ns"])
-        hist = MetricsStore(self.client).step_histogram(run, START_TO_END, TimeRange(start, end))
+        window = TimeRange(start, end)
+        metrics = MetricsStore(self.client)
+        hist = metrics.step_histogram(run, START_TO_END, window)
+        p99 = next((s for s in metrics.percentiles_over_time(run, window, 1, START_TO_END) if s.name == "p99"), None)
+        eps = [v for t, v in zip(throughput[0].times_ns, throughput[0].values) if start <= t < end] \
+            if throughput else []
         return BenchRun(run=run, label=row.get("label") or "", started_ns=int(row["time"]),
                         commit=row.get("commit") or "", dirty=bool(row.get("dirty")), rate=int(row.get("rate") or 0),
                         duration_s=float(row.get("duration_s") or 0), window_start_ns=start, window_end_ns=end,
                         events=int(row.get("events") or 0), throughput_eps=float(row.get("throughput_eps") or 0),
                         results=int(row.get("results") or 0), cores=int(row.get("cores") or 0),
                         cpu_model=row.get("cpu_model") or "", mem_total_bytes=int(row.get("mem_total_bytes") or 0),
-                        steps=steps, throughput=throughput, cpu=sorted(cpu), rss=sorted(rss), hist=hist)
+                        steps=steps, throughput=throughput, cpu=sorted(cpu), rss=sorted(rss), hist=hist,
+                        p99_samples=p99.values if p99 else (), eps_samples=tuple(eps))
 
     def runs(self, names: Sequence[str]) -> tuple[list[BenchRun], list[str]]:
         """Return the recorded runs among `names` (in that order) and the names not found."""

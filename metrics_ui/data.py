@@ -280,8 +280,10 @@ class MetricsStore:
         series = self.client.query(f'SHOW TAG VALUES FROM "{LATENCY}" WITH KEY = "run"')
         return sorted({v[1] for s in series for v in s.values})
 
-    def runs(self, now_ns: int, only: str | None = None, summary: bool = True) -> list[RunInfo]:
-        """Return every run (or just `only`), newest first; `summary`: with its last minute's figures."""
+    def runs(self, now_ns: int, only: str | None = None, summary: bool = True,
+             windows: Mapping[str, TimeRange] | None = None) -> list[RunInfo]:
+        """Return every run (or just `only`), newest first; `summary`: with its last minute's figures,
+        or, for a run in `windows` (a performance test's measurement window), that window's."""
         names = [only] if only is not None else self.run_names()
         if not names:
             return []
@@ -307,7 +309,8 @@ class MetricsStore:
             events = self._run_events(run, first[run], last[run], live)
             eps = p99 = None
             if summary:
-                window = TimeRange(max(first[run], last[run] + NS - RUN_SUMMARY_WINDOW_NS), last[run] + NS)
+                window = (windows or {}).get(run) or \
+                    TimeRange(max(first[run], last[run] + NS - RUN_SUMMARY_WINDOW_NS), last[run] + NS)
                 hist = LatencyHistogram()
                 for h in self._histograms(run, window, step=START_TO_END).values():
                     hist.add(h)
@@ -390,9 +393,9 @@ class MetricsStore:
         throughput = _rate_series({k: v for k, v in counts.items() if is_e2e(k)}, lambda k: k.pipeline, interval_s)
         events = sum(s.events for s in pipelines)
         return JobView(events, steps, pipelines, workers, throughput,
-                       self._percentiles_over_time(run, rng, interval_s, START_TO_END), interval_s)
+                       self.percentiles_over_time(run, rng, interval_s, START_TO_END), interval_s)
 
-    def _percentiles_over_time(self, run: str, rng: TimeRange, interval_s: int, step: str) -> list[TimeSeries]:
+    def percentiles_over_time(self, run: str, rng: TimeRange, interval_s: int, step: str) -> list[TimeSeries]:
         """Return p50/p99/p99.9 per bucket: the max over the workers' (and finer intervals') values."""
         names = ("p50", "p99", "p999")
         worst: dict[str, dict[int, float]] = {n: {} for n in names}

@@ -1,9 +1,13 @@
 """Runs page: every run, live or finished, with its status, timing, throughput, p99 and the
-alert rules firing on it (a rule without a job fires on every run)."""
+alert rules firing on it (a rule without a job fires on every run).
+
+Throughput and p99 cover a run's last minute, or, for a performance-test run, its measurement
+window (warm-up excluded), the same figures the compare page judges; performance-test runs
+can be picked here for the compare page."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import dash
 from dash import Input, Output, callback, dcc, html
@@ -13,6 +17,7 @@ from collector.influx import InfluxError
 
 from metrics_ui import alerts_banner
 from metrics_ui import components as c
+from metrics_ui.bench_data import BenchStore
 from metrics_ui.data import RunInfo
 
 dash.register_page(__name__, path="/", title="Runs · Market Spread metrics", name="Runs")
@@ -20,9 +25,13 @@ dash.register_page(__name__, path="/", title="Runs · Market Spread metrics", na
 RUNS_TABLE = "runs-table"
 RUNS_BANNER = "runs-banner"
 RUNS_INTERVAL = "runs-interval"
+RUNS_PICK = "runs-pick"
+RUNS_PICK_LINK = "runs-pick-link"
+PICK_RUNS = 20
 # "\n": where a long header breaks (th is white-space: pre-line), so the table fits a 1280-px window
-RUNS_HEADER = ("run", "status", "start (UTC)", "duration", "events", "throughput\n(events/s, last min)",
-               "p99 start-to-end\n(last min)", "backpressure", "alerts firing")
+RUNS_HEADER = ("run", "status", "start (UTC)", "duration", "events",
+               "throughput (events/s)\nlast min or test window", "p99 start-to-end\nlast min or test window",
+               "backpressure", "alerts firing")
 
 
 def layout(**_query) -> html.Div:
@@ -31,6 +40,10 @@ def layout(**_query) -> html.Div:
         html.Div([html.H2("Runs"), dcc.Link("compare performance-test runs", href="/compare", id="runs-compare")],
                  className="page-head"),
         html.Div(id=RUNS_BANNER),
+        html.Div([html.Label("Compare performance-test runs (the first is the baseline): ", htmlFor=RUNS_PICK),
+                  dcc.Checklist(id=RUNS_PICK, options=[], value=[], inline=True, className="runs-pick"),
+                  dcc.Link("compare", id=RUNS_PICK_LINK, href="/compare", className="button")],
+                 className="compare-controls"),
         html.Div(c.table(RUNS_HEADER, [], empty="loading…"), id=RUNS_TABLE),
         dcc.Interval(id=RUNS_INTERVAL, interval=current_app.config["MS_UI"].refresh_ms, n_intervals=0),
     ])
@@ -60,9 +73,27 @@ def _row(r: RunInfo, firing: list[str]) -> list:
 def refresh_runs(_n):
     """Reload the runs table."""
     try:
-        runs = c.store().runs(c.now_ns())
+        runs = c.store().runs(c.now_ns(), windows=BenchStore(c.store().client).windows())
     except InfluxError as e:
         return dash.no_update, c.influx_error_banner(e)
     firing = _firing_by_run(runs)
     return c.table(RUNS_HEADER, [_row(r, firing.get(r.run, [])) for r in runs],
                    empty="no runs yet: start a job with metrics on"), None
+
+
+@callback(Output(RUNS_PICK, "options"), Input(RUNS_INTERVAL, "n_intervals"))
+def refresh_pick(n):
+    """Offer the newest recorded performance-test runs (reloaded every tenth tick)."""
+    if n and n % 10:
+        return dash.no_update
+    try:
+        listing = BenchStore(c.store().client).listing()
+    except InfluxError:
+        return dash.no_update              # the table's callback shows the banner
+    return [{"label": f" {r.label} · {r.run} ", "value": r.run} for r in listing[:PICK_RUNS]]
+
+
+@callback(Output(RUNS_PICK_LINK, "href"), Input(RUNS_PICK, "value"))
+def pick_link(names):
+    """Point the compare link at the picked runs."""
+    return "/compare?" + urlencode({"runs": ",".join(names or [])}) if names else "/compare"
