@@ -10,12 +10,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class WebhookReceiver:
     """Serve on a free loopback port; each JSON POST lands in `received`.
 
-    `fail_first` answers that many requests with HTTP 500 first (to exercise retries).
+    `fail_first` answers that many requests with HTTP 500 first (to exercise retries);
+    `redirect_to` answers every request with a 302 to that URL instead. `hosts` keeps
+    the Host header of every request.
     """
 
-    def __init__(self, fail_first: int = 0):
+    def __init__(self, fail_first: int = 0, redirect_to: str | None = None):
         self.received: queue.Queue[dict] = queue.Queue()
         self.requests = 0
+        self.hosts: list[str] = []
         self.fail_first = fail_first
         receiver = self
 
@@ -23,6 +26,12 @@ class WebhookReceiver:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 receiver.requests += 1
+                receiver.hosts.append(self.headers.get("Host") or "")
+                if redirect_to is not None:
+                    self.send_response(302)
+                    self.send_header("Location", redirect_to)
+                    self.end_headers()
+                    return
                 if receiver.requests <= receiver.fail_first:
                     self.send_response(500)
                     self.end_headers()
