@@ -159,9 +159,10 @@ def check_webhook_target(url: str, policy: WebhookPolicy, resolve: Resolver = sy
     try:
         resolve_target(url, policy, resolve)
     except WebhookRefused as e:
-        host = urlsplit(url).hostname or ""
-        raise WebhookRefused(f"webhook host {host[:80]!r} resolves to a {str(e).removeprefix('refused: ')}: "
-                             f"refused (an operator can allow internal targets with {ENV_ALLOW})") from None
+        host, kind = urlsplit(url).hostname or "", str(e).removeprefix("refused: ")
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise WebhookRefused(f"webhook host {host[:80]!r} resolves to {article} {kind}: refused "
+                             f"(an operator can allow internal targets with {ENV_ALLOW})") from None
     except OSError:
         return f"webhook host {urlsplit(url).hostname!r} does not resolve now; it is checked again at each send"
     return None
