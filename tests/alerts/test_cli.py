@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _LEVELS = "abcdefghi"
 BOMB = ('a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n'
         + "".join(f"{k}: &{k} [{', '.join([f'*{p}'] * 9)}]\n" for p, k in zip(_LEVELS, _LEVELS[1:]))
-        + "rules: [*i]\n")
+        + "rules:\n  - name: *i\n    condition: p99 > 1ms\n")
 
 
 def _cli(env: dict, *args: str, preexec_fn=None) -> subprocess.CompletedProcess:
