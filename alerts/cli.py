@@ -14,8 +14,11 @@ import threading
 import time
 from pathlib import Path
 
+from collector.names import check_name
+
 from .rules import CONDITION_HELP, Rule, format_duration, redact_url
 from .store import RuleStore, default_rules_path, read_rules_file
+from .webhook_target import WebhookPolicy, check_webhook_target
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("add", help="add a rule (or change one with --replace)",
                        description=f"CONDITION is {CONDITION_HELP}.")
-    p.add_argument("name", help="rule name: letters, digits and . _ - : @ +")
+    p.add_argument("name", help="rule name: letters, digits and _ . : @ + - (first a letter or digit)")
     p.add_argument("condition", help="e.g. 'p99 > 5ms' (quote it: > redirects in a shell)")
     p.add_argument("--step", help="step (default start-to-end; not for backlog/backpressure)")
     p.add_argument("--pipeline", help="nbbo or orders (default: both)")
@@ -38,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--job", help="run id (default: any run writing metrics)")
     p.add_argument("--window", default="1m", help="evaluation window (default 1m)")
     p.add_argument("--for", dest="for_", default="0s", help="pending period before firing (default 0s)")
-    p.add_argument("--webhook", help="http(s) URL that receives a JSON POST on FIRING and RESOLVED")
+    p.add_argument("--webhook", help="http(s) URL that receives a JSON POST on FIRING and RESOLVED "
+                                     "(public addresses only, unless MS_WEBHOOK_ALLOW allows it)")
     p.add_argument("--muted", action="store_true", help="add it muted (evaluated, not notified)")
     p.add_argument("--replace", action="store_true", help="replace a rule of the same name")
     p.set_defaults(alerts_func=_add)
@@ -111,26 +115,47 @@ def _add(args, store: RuleStore) -> int:
          "worker": args.worker, "job": args.job, "window": args.window, "for": args.for_,
          "webhook": args.webhook, "muted": args.muted}
     rule = Rule.from_dict({k: v for k, v in d.items() if v is not None})
+    notes = _check_webhooks([rule])
     new = store.put(rule, replace=args.replace)
     print(f"{'added' if new else 'replaced'} {rule.name}: {rule.summary()}")
+    for note in notes:
+        print(note, file=sys.stderr)
     return 0
 
 
+def _check_webhooks(rules: list[Rule]) -> list[str]:
+    """Refuse a rule whose webhook reaches an internal address (MS_WEBHOOK_ALLOW); return notes."""
+    policy = WebhookPolicy.from_env()
+    notes = []
+    for rule in rules:
+        if rule.webhook:
+            try:
+                note = check_webhook_target(rule.webhook, policy)
+            except ValueError as e:
+                raise ValueError(f"rule {rule.name!r}: {e}") from None
+            if note:
+                notes.append(f"rule {rule.name!r}: {note}")
+    return notes
+
+
 def _rm(args, store: RuleStore) -> int:
-    store.remove(args.name)
+    store.remove(check_name(args.name, "name"))
     print(f"removed {args.name}")
     return 0
 
 
 def _load(args, store: RuleStore) -> int:
     rules = read_rules_file(args.file)
+    notes = _check_webhooks(rules)
     added, replaced = store.put_all(rules)
     print(f"{args.file}: {added} added, {replaced} replaced ({len(store.rules())} rules in {store.path})")
+    for note in notes:
+        print(note, file=sys.stderr)
     return 0
 
 
 def _mute(args, store: RuleStore) -> int:
-    rule = store.set_muted(args.name, args.muted)
+    rule = store.set_muted(check_name(args.name, "name"), args.muted)
     print(f"{rule.name} {'muted' if rule.muted else 'unmuted'}")
     return 0
 
@@ -141,13 +166,15 @@ def _serve(args, store: RuleStore) -> int:
     from .evaluator import start_evaluator
     if args.interval is not None and not args.interval > 0:
         raise ValueError("--interval must be more than 0 seconds")
+    policy = WebhookPolicy.from_env()                     # a bad MS_WEBHOOK_ALLOW: one line, exit 2
     cfg = InfluxConfig.from_env()
     spool = store.path.parent.parent / "metrics-spool" / "alerts"
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     with InfluxWriter(InfluxClient(cfg), spool).start() as writer:
-        ev = start_evaluator(None, writer, interval_s=args.interval, rules_path=store.path)
+        ev = start_evaluator(None, writer, interval_s=args.interval, rules_path=store.path,
+                             webhook_policy=policy)
         if ev is None:
             raise RuntimeError(f"another evaluator already evaluates {store.path}")
         log.info("alerts: %d rules, InfluxDB %s, every %s", len(store.rules()), cfg.url,

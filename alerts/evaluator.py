@@ -33,6 +33,7 @@ from .notify import Notification, WebhookNotifier, build_payload
 from .query import MetricReader
 from .rules import Rule
 from .store import RuleStore, default_rules_path
+from .webhook_target import WebhookPolicy
 
 log = logging.getLogger(__name__)
 
@@ -44,19 +45,21 @@ class AlertEvaluator:
     """Evaluate the rules of a `RuleStore` against InfluxDB on a thread.
 
     `sink` is any writer with `add(points)` (the job's `InfluxWriter`); `evaluate_once`
-    is the whole cycle, callable directly.
+    is the whole cycle, callable directly. `webhook_policy` says which internal webhook
+    targets the default notifier may reach (none unless given).
     """
 
     def __init__(self, store: RuleStore, client: InfluxClient, sink, *, interval_s: float = DEFAULT_INTERVAL_S,
                  notifier: WebhookNotifier | None = None, resolved_hold_s: float = RESOLVED_HOLD_S,
-                 status_path: Path | None = None):
+                 status_path: Path | None = None, webhook_policy: WebhookPolicy = WebhookPolicy()):
         self.store = store
         self.sink = sink
         self.interval_s = interval_s
         self.resolved_hold_s = resolved_hold_s
         self.reader = MetricReader(client)
         self.history = AlertHistory(client)
-        self.notifier = notifier or WebhookNotifier(on_attempt=lambda r: sink.add(notification_point(r)))
+        self.notifier = notifier or WebhookNotifier(on_attempt=lambda r: sink.add(notification_point(r)),
+                                                    policy=webhook_policy)
         self.status_path = status_path if status_path is not None else store.path.with_name(STATUS_FILE)
         self.states: dict[str, AlertState] = {}
         self.errors: dict[str, str] = {}
@@ -198,11 +201,22 @@ def _interval_from_env() -> float:
     return DEFAULT_INTERVAL_S
 
 
+def _policy_from_env() -> WebhookPolicy:
+    try:
+        return WebhookPolicy.from_env()
+    except ValueError as e:
+        # the job must not die for this; allowing nothing is the safe reading of a bad list
+        log.error("alerts: %s; no internal webhook target is allowed", e)
+        return WebhookPolicy()
+
+
 def start_evaluator(state_dir: Path | None, sink, *, client: InfluxClient | None = None,
-                    interval_s: float | None = None, rules_path: Path | None = None) -> AlertEvaluator | None:
+                    interval_s: float | None = None, rules_path: Path | None = None,
+                    webhook_policy: WebhookPolicy | None = None) -> AlertEvaluator | None:
     """Start the evaluator of the state folder's rules, or return None if one runs already.
 
-    `interval_s` defaults to `$MS_ALERTS_INTERVAL_S` or 5 s; InfluxDB comes from `MS_INFLUX_*`.
+    `interval_s` defaults to `$MS_ALERTS_INTERVAL_S` or 5 s; InfluxDB comes from `MS_INFLUX_*`,
+    the webhook allow-list from `MS_WEBHOOK_ALLOW`.
     """
     path = Path(rules_path) if rules_path is not None else default_rules_path(state_dir)
     fd = _take_lock(path.with_name("evaluator.lock"))
@@ -212,7 +226,9 @@ def start_evaluator(state_dir: Path | None, sink, *, client: InfluxClient | None
         return None
     if interval_s is None:
         interval_s = _interval_from_env()
+    if webhook_policy is None:
+        webhook_policy = _policy_from_env()
     ev = AlertEvaluator(RuleStore(path), client or InfluxClient(InfluxConfig.from_env()), sink,
-                        interval_s=interval_s)
+                        interval_s=interval_s, webhook_policy=webhook_policy)
     ev.on_release = lambda: os.close(fd)
     return ev.start()

@@ -6,6 +6,12 @@ dead receiver. One thread sends: new messages at once, failed ones again after 1
 8 ... s (up to `max_attempts`), each attempt reported to `on_attempt` (the evaluator
 writes it to InfluxDB, where the UI shows failures). A 2xx answer is a delivery.
 
+Each attempt resolves the host once, checks every address against the `WebhookPolicy`
+(alerts.webhook_target: no loopback, private, link-local ... unless allowed) and connects
+to a checked address; a refused target is recorded and not retried. What is recorded
+says only the kind of failure ("refused: loopback address", "connection failed",
+"HTTP 500"): the UI shows it to every user, so no address, port or exception text.
+
 Payload (one alert per POST):
     {"rule": "e2e-p99", "state": "FIRING", "previous": "PENDING", "condition": "p99 > 5ms",
      "value": 12000000.0, "value_text": "12 ms", "threshold": 5000000.0, "scope": {...},
@@ -13,21 +19,26 @@ Payload (one alert per POST):
 """
 from __future__ import annotations
 
+import base64
 import heapq
+import http.client
 import itertools
 import json
 import logging
 import queue
+import socket
+import ssl
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Mapping
+from urllib.parse import unquote, urlsplit
 
 from .evaluate import Transition
 from .history import NotificationRecord
 from .rules import Rule, format_duration, redact_url
+from .webhook_target import Resolver, WebhookPolicy, WebhookRefused, resolve_target, system_resolve
 
 log = logging.getLogger(__name__)
 
@@ -62,24 +73,80 @@ def build_payload(rule: Rule, tr: Transition) -> dict[str, Any]:
                        f"(condition {cond.text} over {format_duration(rule.window_s)})"}
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A webhook answers; it does not send us elsewhere (a 3xx is a failed attempt)."""
+class _PinnedHTTPConnection(http.client.HTTPConnection):
+    """HTTP to one checked address; the Host header still names the URL's host."""
 
-    def redirect_request(self, *args, **kwargs):
-        return None
+    def __init__(self, host: str, port: int, address: str, timeout: float):
+        super().__init__(host, port, timeout=timeout)
+        self._address = address
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((self._address, self.port), self.timeout)
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect)
+class _PinnedHTTPSConnection(http.client.HTTPSConnection):
+    """HTTPS to one checked address; SNI and certificate checks use the URL's host name."""
+
+    def __init__(self, host: str, port: int, address: str, timeout: float):
+        super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
+        self._address = address
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self._address, self.port), self.timeout)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
 
 
-def post_json(url: str, payload: Mapping[str, Any], timeout: float = TIMEOUT_S) -> int:
-    """POST `payload` as JSON; return the HTTP status (raise OSError / HTTPError on failure)."""
+def post_json(url: str, payload: Mapping[str, Any], timeout: float = TIMEOUT_S, *,
+              policy: WebhookPolicy = WebhookPolicy(), resolve: Resolver = system_resolve) -> int:
+    """POST `payload` as JSON to a checked address of `url`; return the HTTP status.
+
+    The host is resolved once and every address checked (`resolve_target`); the
+    connection goes to a checked address, never to the name again. Redirects are not
+    followed: a 3xx is returned like any other status. Raises WebhookRefused, OSError
+    (DNS, connect, TLS, timeout) or http.client.HTTPException.
+    """
+    target = resolve_target(url, policy, resolve)
+    parts = urlsplit(url)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    headers = {"Content-Type": "application/json", "User-Agent": "marketspread-alerts/1"}
+    if parts.username is not None:
+        user_pass = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(user_pass).decode()
     body = json.dumps(payload).encode()
-    req = urllib.request.Request(url, data=body, method="POST", headers={
-        "Content-Type": "application/json", "User-Agent": "marketspread-alerts/1"})
-    with _OPENER.open(req, timeout=timeout) as resp:
-        resp.read(65536)
-        return resp.status
+    kind = _PinnedHTTPSConnection if target.scheme == "https" else _PinnedHTTPConnection
+    error: OSError | None = None
+    for address in target.addresses:
+        conn = kind(target.host, target.port, address, timeout)
+        try:
+            try:
+                conn.connect()
+            except OSError as e:               # this address is down: try the next (nothing was sent)
+                error = e
+                continue
+            conn.request("POST", path, body, headers)
+            resp = conn.getresponse()
+            resp.read(65536)
+            return resp.status
+        finally:
+            conn.close()
+    raise error if error is not None else OSError("no address to connect to")
+
+
+def describe_failure(e: BaseException) -> str:
+    """Return what a user may see of a failed attempt: its kind, never addresses or ports."""
+    if isinstance(e, WebhookRefused):
+        return str(e)
+    if isinstance(e, socket.gaierror):
+        return "name not resolved"
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return "TLS certificate not accepted"
+    if isinstance(e, (TimeoutError, socket.timeout)):
+        return "timed out"
+    if isinstance(e, http.client.HTTPException):
+        return "bad HTTP response"
+    if isinstance(e, OSError):
+        return "connection failed"
+    return "bad webhook URL"
 
 
 class WebhookNotifier:
@@ -88,12 +155,13 @@ class WebhookNotifier:
     def __init__(self, on_attempt: Callable[[NotificationRecord], None] | None = None, *,
                  max_queue: int = MAX_QUEUE, max_attempts: int = MAX_ATTEMPTS,
                  first_backoff_s: float = FIRST_BACKOFF_S, timeout_s: float = TIMEOUT_S,
-                 send: Callable[[str, Mapping[str, Any], float], int] = post_json):
+                 policy: WebhookPolicy = WebhookPolicy(), resolve: Resolver = system_resolve,
+                 send: Callable[[str, Mapping[str, Any], float], int] | None = None):
         self.on_attempt = on_attempt or (lambda _r: None)
         self.max_attempts = max_attempts
         self.first_backoff_s = first_backoff_s
         self.timeout_s = timeout_s
-        self._send = send
+        self._send = send or partial(post_json, policy=policy, resolve=resolve)
         self._queue: queue.Queue[Notification] = queue.Queue(maxsize=max_queue)
         self._retry: list[tuple[float, int, int, Notification]] = []     # (due, seq, attempt, n)
         self._seq = itertools.count()
@@ -132,20 +200,23 @@ class WebhookNotifier:
             log.exception("recording a webhook attempt failed")
 
     def _attempt(self, n: Notification, attempt: int) -> None:
+        refused = False
         try:
             status = self._send(n.url, n.payload, self.timeout_s)
-            ok, error = 200 <= status < 300, "" if 200 <= status < 300 else f"HTTP {status}"
-        except urllib.error.HTTPError as e:
-            status, ok, error = e.code, False, f"HTTP {e.code} {e.reason}"
-        except (OSError, ValueError) as e:            # refused, timeout, DNS, TLS, bad URL
-            cause = e.reason if isinstance(getattr(e, "reason", None), BaseException) else e
-            status, ok, error = None, False, f"{type(cause).__name__}: {cause}"
+            ok = 200 <= status < 300
+            error = "" if ok else f"HTTP {status}" + (" (redirects are not followed)" if 300 <= status < 400 else "")
+        except (OSError, ValueError, http.client.HTTPException) as e:   # refused, DNS, connect, TLS, bad URL
+            # the record is shown in the UI: its kind only; the detail goes to the operator's log
+            status, ok, error = None, False, describe_failure(e)
+            refused = isinstance(e, WebhookRefused)            # the policy will not change its mind: no retry
+            log.warning("webhook %s %s -> %s: %s (%s: %s)", n.rule, n.state, redact_url(n.url), error,
+                        type(e).__name__, e)
         self._report(n, attempt, ok, status, error)
         if ok:
             self.sent += 1
             log.info("webhook %s %s -> %s: delivered (attempt %d)", n.rule, n.state, redact_url(n.url), attempt)
             return
-        if attempt < self.max_attempts and not self._stop.is_set():
+        if attempt < self.max_attempts and not refused and not self._stop.is_set():
             delay = min(MAX_BACKOFF_S, self.first_backoff_s * 2 ** (attempt - 1))
             heapq.heappush(self._retry, (time.monotonic() + delay, next(self._seq), attempt + 1, n))
             log.warning("webhook %s %s -> %s failed (%s); retry %d in %.1f s", n.rule, n.state,

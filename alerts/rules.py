@@ -21,6 +21,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from collector.bins import format_ns
+from collector.names import check_name, check_tag_value
 
 LATENCY, THROUGHPUT, BACKLOG, BACKPRESSURE = "latency", "throughput", "backlog", "backpressure"
 DEFAULT_STEP = "start-to-end"
@@ -28,7 +29,6 @@ DEFAULT_WINDOW_S = 60.0
 MIN_WINDOW_S, MAX_WINDOW_S = 1.0, 86400.0
 MAX_FOR_S = 86400.0
 MAX_URL_CHARS = 2000
-MAX_NAME_CHARS = 100
 
 OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 _LATENCY_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9, "min": 60e9, "h": 3600e9}
@@ -37,9 +37,6 @@ _CONDITION = re.compile(r"^\s*(?P<metric>[A-Za-z][A-Za-z0-9.]*)\s*(?P<op>>=|<=|>
                         r"(?P<num>[0-9]+(?:\.[0-9]+)?|\.[0-9]+)\s*(?P<unit>[^\s]*)\s*$")
 _PERCENTILE = re.compile(r"^p(\d{2}(?:\.\d{1,2})?)$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-# Run, step, pipeline and worker names as the collector writes them (metrics_ui.ranges too).
-_SCOPE_NAME = re.compile(r"^[A-Za-z0-9_.:/@+\-]{1,200}$")
-_RULE_NAME = re.compile(r"^[A-Za-z0-9_.:@+\-]{1,%d}$" % MAX_NAME_CHARS)
 CONDITION_HELP = ("a condition like 'p99 > 5ms' (p50..p99.99 with ns/us/ms/s), 'throughput < 10k/s', "
                   "'backlog > 1M' or 'backpressure > 50%'")
 
@@ -186,14 +183,6 @@ def redact_url(url: str | None) -> str:
     return f"{parts.scheme}://{netloc}{parts.path}" + ("?…" if parts.query else "")
 
 
-def _name(value: Any, what: str, pattern: re.Pattern = _SCOPE_NAME) -> str:
-    if not isinstance(value, str) or not pattern.match(value):
-        chars, most = ("letters, digits and . _ - : @ +", MAX_NAME_CHARS) if pattern is _RULE_NAME else \
-            ("letters, digits and . _ - : / @ +", 200)
-        raise ValueError(f"{what} {str(value)[:40]!r} must be 1-{most} characters of {chars}")
-    return value
-
-
 def _optional(value: Any) -> Any:
     return None if value is None or (isinstance(value, str) and not value.strip()) else value
 
@@ -230,7 +219,7 @@ class Rule:
             unknown = sorted(str(k) for k in d if k not in cls.KEYS)
             if unknown:
                 raise ValueError(f"unknown key(s) {', '.join(unknown)}; a rule has {', '.join(cls.KEYS)}")
-            name = _name(name, "name", _RULE_NAME)
+            name = check_name(name, "name")
             cond = parse_condition(d.get("condition", ""))
             job_only = cond.kind in (BACKLOG, BACKPRESSURE)
             step = _optional(d.get("step"))
@@ -240,10 +229,10 @@ class Rule:
                     raise ValueError(f"{cond.kind} is a figure of the whole job: leave step, pipeline and worker empty")
                 step = None
             else:
-                step = _name(step or DEFAULT_STEP, "step")
-                pipeline = None if pipeline is None else _name(pipeline, "pipeline")
-                worker = None if worker is None else _name(worker, "worker")
-            job = None if job is None else _name(job, "job (run)")
+                step = check_tag_value(step or DEFAULT_STEP, "step")
+                pipeline = None if pipeline is None else check_tag_value(pipeline, "pipeline")
+                worker = None if worker is None else check_tag_value(worker, "worker")
+            job = None if job is None else check_name(job, "job (run)")
             window = parse_duration(d.get("window", DEFAULT_WINDOW_S), "window")
             if not MIN_WINDOW_S <= window <= MAX_WINDOW_S:
                 raise ValueError("window must be between 1s and 24h")

@@ -17,6 +17,9 @@ from typing import Any, Iterator
 from .rules import Rule
 
 FILE_VERSION = 1
+MAX_RULES = 1000                       # rules.json stays small, a cycle's queries bounded
+MAX_RULES_FILE_BYTES = 1 << 20         # `alerts load`: 1 MiB
+MAX_YAML_DEPTH = 20                    # a rules file nests 3 levels; this refuses a deep-nesting bomb
 
 
 def default_rules_path(state_dir: Path | None = None) -> Path:
@@ -37,6 +40,8 @@ def parse_rules(doc: Any, source: str) -> list[Rule]:
         return []
     if not isinstance(doc, list):
         raise ValueError(f"{source}: expected a list of rules (or a mapping with a 'rules' list)")
+    if len(doc) > MAX_RULES:
+        raise ValueError(f"{source}: {len(doc)} rules; at most {MAX_RULES} are allowed")
     rules, seen = [], set()
     for i, item in enumerate(doc, 1):
         try:
@@ -50,17 +55,48 @@ def parse_rules(doc: Any, source: str) -> list[Rule]:
     return rules
 
 
-def read_rules_file(path: Path) -> list[Rule]:
-    """Read rules from a YAML or JSON file (`alerts load`); raise ValueError with the reason."""
+def _check_yaml_shape(text: str, source: str) -> None:
+    """Refuse anchors, aliases and deep nesting from the parser's events, before any object is built.
+
+    An alias makes a 500-byte file expand to gigabytes when loaded ("billion laughs"); a
+    rules file has no use for one. Events cost time linear in the text, so this is cheap.
+    """
+    import yaml
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            mark = event.start_mark
+            raise ValueError(f"{source} uses a YAML anchor or alias (& or *) at line {mark.line + 1}: "
+                             "rules files may not; write each rule out")
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise ValueError(f"{source} nests more than {MAX_YAML_DEPTH} levels deep at line "
+                                 f"{event.start_mark.line + 1}: not a rules file")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+
+
+def read_rules_file(path: Path, max_bytes: int = MAX_RULES_FILE_BYTES) -> list[Rule]:
+    """Read rules from a YAML or JSON file (`alerts load`); raise ValueError with the reason.
+
+    The file is bounded before it is parsed: at most `max_bytes`, no anchors or aliases,
+    at most `MAX_YAML_DEPTH` levels of nesting.
+    """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            raw = f.read(max_bytes + 1)
+        if len(raw) > max_bytes:
+            raise ValueError(f"rules file {path} is larger than {max_bytes:,} bytes: not a rules file")
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise FileNotFoundError(f"rules file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"cannot read rules file {path}: {e}") from None
     import yaml                                  # JSON is YAML too
     try:
+        _check_yaml_shape(text, str(path))
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
         where = getattr(e, "problem_mark", None)
@@ -111,6 +147,8 @@ class RuleStore:
         return next((r for r in self.rules() if r.name == name), None)
 
     def _write(self, rules: list[Rule]) -> None:
+        if len(rules) > MAX_RULES:
+            raise ValueError(f"at most {MAX_RULES} rules are allowed; remove some first")
         tmp = self.path.with_name(self.path.name + ".tmp")
         doc = {"version": FILE_VERSION, "rules": [r.to_dict() for r in rules]}
         with open(tmp, "w", encoding="utf-8") as f:

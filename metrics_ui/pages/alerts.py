@@ -1,7 +1,8 @@
 """Alerts page: the rules with their state, a form to create and edit, mute and delete, history.
 
-Rules are validated by `alerts.rules.Rule.from_dict`, exactly as the CLI's; a bad field
-shows its reason above the form. Saving under an existing name replaces that rule (what
+Rules are validated by `alerts.rules.Rule.from_dict`, exactly as the CLI's, and a webhook
+by the same target check (`alerts.webhook_target`); a bad field shows its reason above
+the form. Saving under an existing name replaces that rule (what
 "edit" fills the form for). Nothing here evaluates: states come from `alert_events`, the
 evaluator's liveness and query errors from its status file, webhook failures from
 `alert_notifications`.
@@ -21,6 +22,7 @@ from flask import current_app
 from alerts.evaluator import read_status
 from alerts.history import NotificationRecord
 from alerts.rules import CONDITION_HELP, DEFAULT_STEP, Rule, format_duration, redact_url
+from alerts.webhook_target import WebhookPolicy, check_webhook_target
 from collector.influx import InfluxError
 
 from metrics_ui import alerts_banner as ab
@@ -185,9 +187,12 @@ def change_rules(_save, _actions, version, *values):
             given = {k: v for k, v in zip(FORM, values) if isinstance(v, str) and v.strip()}
             before = store.get(given["name"]) if isinstance(given.get("name"), str) else None
             rule = Rule.from_dict({**given, "muted": before.muted if before is not None else False})
+            # the same check as `alerts add`: no internal address unless MS_WEBHOOK_ALLOW allows it
+            note = check_webhook_target(rule.webhook, WebhookPolicy.from_env()) if rule.webhook else None
             new = store.put(rule)
-            return (html.Div(f"{'Created' if new else 'Saved'} {rule.name}: {rule.summary()}",
-                             className="banner banner-ok", role="status"), (version or 0) + 1, *([""] * len(FORM)))
+            text = f"{'Created' if new else 'Saved'} {rule.name}: {rule.summary()}" + (f" ({note})" if note else "")
+            return (html.Div(text, className="banner banner-ok", role="status"), (version or 0) + 1,
+                    *([""] * len(FORM)))
         action, name = trigger["action"], trigger["rule"]
         if action == "edit":
             rule = store.get(name)

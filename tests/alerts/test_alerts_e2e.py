@@ -34,6 +34,7 @@ def test_real_run_fires_then_resolves_and_rules_survive_restart(spark, influx_cl
     monkeypatch.setenv("MS_INFLUX_URL", influx_client.config.url)
     monkeypatch.setenv("MS_INFLUX_DB", influx_client.config.db)
     monkeypatch.delenv("MS_ALERTS_FILE", raising=False)
+    monkeypatch.setenv("MS_WEBHOOK_ALLOW", "127.0.0.1")     # the local receiver: an allowed internal target
     nbbo, orders = tmp_path / "nbbo.msg", tmp_path / "orders.msg"
     generate(nbbo, orders, symbols=200, nbbo=20_000, orders=20_000, wide_share=0.1, seed=5)
     state = tmp_path / "state"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -12,9 +13,21 @@ from engine.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:
+# "Billion laughs": 9 levels of 9 aliases, 9^9 strings once expanded, in a few hundred bytes.
+_LEVELS = "abcdefghi"
+BOMB = ('a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n'
+        + "".join(f"{k}: &{k} [{', '.join([f'*{p}'] * 9)}]\n" for p, k in zip(_LEVELS, _LEVELS[1:]))
+        + "rules:\n  - name: *i\n    condition: p99 > 1ms\n")
+
+
+def _cli(env: dict, *args: str, preexec_fn=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "engine", "alerts", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, preexec_fn=preexec_fn)
+
+
+def _cap_memory() -> None:
+    """Cap the child's address space (2 GiB): an expanding bomb then fails fast instead of eating the machine."""
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 
 
 def test_alerts_cli_manages_rules_and_reports_bad_input_in_one_line(influx_client, tmp_path, capsys):
@@ -29,8 +42,10 @@ def test_alerts_cli_manages_rules_and_reports_bad_input_in_one_line(influx_clien
     for args, message in ((("add", "e2e", "p99 > 9ms"), "exists already (use --replace"),
                           (("add", "x", "p99 > 5"), "needs a unit"),
                           (("add", "x", "p99 > 5ms", "--webhook", "file:///etc/passwd"), "http:// or https://"),
-                          (("add", "x y", "p99 > 5ms"), "name 'x y' must be 1-100 characters of letters"),
-                          (("add", "x", "p99 > 5ms", "--step", "sink' OR 1=1"), "step"),
+                          (("add", "x y", "p99 > 5ms"), "name 'x y' may use only letters, digits"),
+                          (("add", "x\n", "p99 > 5ms"), "name 'x\\n' contains a control character"),
+                          (("add", "x", "p99 > 5ms", "--step", "../sink"), "step '../sink' looks like a path"),
+                          (("add", "x", "p99 > 5ms", "--job", "run\n"), "job (run) 'run\\n' contains a control"),
                           (("rm", "nope"), "no rule called 'nope'"),
                           (("load", str(tmp_path / "missing.yaml")), "does not exist")):
         # in-process (the same `main` as the console script) to keep the test short
@@ -62,3 +77,20 @@ def test_alerts_cli_manages_rules_and_reports_bad_input_in_one_line(influx_clien
     assert _cli(env, "rm", "slow").returncode == 0
     doc = json.loads((tmp_path / "state" / "alerts" / "rules.json").read_text())
     assert [r["name"] for r in doc["rules"]] == ["e2e"]
+
+
+def test_alerts_load_refuses_bombs_and_oversized_files_in_one_line(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MS_STATE_DIR": str(tmp_path / "state")}
+    env.pop("MS_ALERTS_FILE", None)
+    assert len(BOMB) < 500
+    cases = (("bomb.yaml", BOMB, "uses a YAML anchor or alias (& or *) at line 1"),
+             ("big.yaml", "#" * (1 << 20) + "\n", "is larger than 1,048,576 bytes"),
+             ("deep.yaml", "[" * 10_000 + "]" * 10_000, "nests more than 20 levels deep"))
+    for name, text, message in cases:
+        path = tmp_path / name
+        path.write_text(text)
+        out = _cli(env, "load", str(path), preexec_fn=_cap_memory)
+        assert out.returncode == 2, (name, out.stderr[-500:])
+        assert message in out.stderr and "Traceback" not in out.stderr, (name, out.stderr[-500:])
+        assert len(out.stderr.strip().splitlines()) == 1, name
+    assert not (tmp_path / "state" / "alerts" / "rules.json").exists()

@@ -12,6 +12,7 @@ from alerts.history import ALERT_EVENTS
 from alerts.notify import WebhookNotifier
 from alerts.rules import Rule
 from alerts.store import RuleStore
+from alerts.webhook_target import WebhookPolicy
 from collector.aggregate import IntervalHistogram
 from collector.histogram import LatencyHistogram
 from collector.influx import InfluxClient, InfluxConfig, Point
@@ -59,7 +60,8 @@ def test_one_cycle_reads_each_metric_and_scope(influx_client, tmp_path):
         for name in ("orders-p99", "quiet"):
             r = store.get(name)
             store.put(Rule.from_dict({**r.to_dict(), "webhook": hook.url}))
-        ev = AlertEvaluator(store, influx_client, sink, notifier=WebhookNotifier(first_backoff_s=0.1).start())
+        notifier = WebhookNotifier(first_backoff_s=0.1, policy=WebhookPolicy.parse("127.0.0.1")).start()
+        ev = AlertEvaluator(store, influx_client, sink, notifier=notifier)
         changes = {r.name: (t.previous, t.state, t.value) for r, t in ev.evaluate_once(now)}
         # HdrHistogram's value at a percentile: the highest value of the bucket holding it
         p = lambda v, q: LatencyHistogram.from_values(np.full(1000, v)).value_at_percentile(q)  # noqa: E731

@@ -86,7 +86,11 @@ def test_rule_from_dict_validates_every_field_and_round_trips():
     job = Rule.from_dict({"name": "bp", "condition": "backpressure > 50%", "job": "run-1"})
     assert (job.step, job.job) == (None, "run-1")
     for d, why in (({"name": "a b", "condition": "p99 > 1ms"}, "name"),
-                   ({"name": "x", "condition": "p99 > 1ms", "step": "sink'; DROP"}, "step"),
+                   ({"name": "x", "condition": "p99 > 1ms", "step": "../sink"}, "step '../sink' looks like a path"),
+                   ({"name": "x\n", "condition": "p99 > 1ms"}, "control character"),      # was accepted
+                   ({"name": "x", "condition": "p99 > 1ms", "job": "run-1\n"}, "job .* control character"),
+                   ({"name": "x", "condition": "p99 > 1ms", "job": "../r"}, "job .* path separator"),
+                   ({"name": "x", "condition": "p99 > 1ms", "worker": "h/p0\r"}, "worker .* control character"),
                    ({"name": "x", "condition": "p99 > 1ms", "window": "0s"}, "between 1s and 24h"),
                    ({"name": "x", "condition": "p99 > 1ms", "webhook": "gopher://h/"}, "http://"),
                    ({"name": "x", "condition": "backlog > 1M", "pipeline": "orders"}, "whole job"),

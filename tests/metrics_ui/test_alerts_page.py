@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import socket
 import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit
 
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
@@ -15,13 +18,16 @@ from alerts.evaluator import AlertEvaluator
 from alerts.history import notification_point
 from alerts.notify import WebhookNotifier
 from alerts.store import RuleStore
+from alerts.webhook_target import WebhookPolicy
 from collector.influx import InfluxWriter
+from engine.fleet import Fleet, wait_until
 from metrics_ui.app import UiConfig, create_app
 
 from .conftest import NS, make_points
 from .test_pages import _fits_window
 
 TIMEOUT = 10
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _free_port() -> int:
@@ -50,7 +56,9 @@ def _fill(dash_duo, values: dict[str, str]) -> None:
     dash_duo.find_element("#alerts-save").click()
 
 
-def test_alerts_page_creates_edits_mutes_deletes_and_banner_shows_firing(dash_duo, influx_client, tmp_path):
+def test_alerts_page_creates_edits_mutes_deletes_and_banner_shows_firing(dash_duo, influx_client, tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.setenv("MS_WEBHOOK_ALLOW", "127.0.0.1")       # the rule's webhook is a (dead) loopback port
     rules_path = tmp_path / "alerts" / "rules.json"
     app = create_app(UiConfig(influx=influx_client.config, refresh_ms=500, alerts_file=rules_path))
     now = time.time_ns() // NS * NS
@@ -80,7 +88,7 @@ def test_alerts_page_creates_edits_mutes_deletes_and_banner_shows_firing(dash_du
     # the evaluator (not the UI) finds the rule broken: FIRING, banner on every page
     with InfluxWriter(influx_client, tmp_path / "spool").start() as writer:
         notifier = WebhookNotifier(lambda rec: writer.add(notification_point(rec)), max_attempts=2,
-                                   first_backoff_s=0.1).start()
+                                   first_backoff_s=0.1, policy=WebhookPolicy.parse("127.0.0.1")).start()
         ev = AlertEvaluator(RuleStore(rules_path), influx_client, writer, interval_s=3600, notifier=notifier)
         [(_, tr)] = ev.evaluate_once()
         assert tr.state == "FIRING" and tr.value > 1e8
@@ -137,3 +145,45 @@ def test_alerts_page_creates_edits_mutes_deletes_and_banner_shows_firing(dash_du
     dash_duo._wait_for(lambda d: not d.find_elements(By.CSS_SELECTOR, "#alerts-banner .banner"), timeout=TIMEOUT,
                        msg="banner still shown for a deleted rule")
     assert dash_duo.get_logs() == []
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def test_the_started_ui_refuses_internal_webhooks_in_the_form(dash_duo, influx_client, tmp_path, monkeypatch):
+    """`marketspread ui` as an operator starts it (no MS_WEBHOOK_ALLOW): a hostile user's form gets a reason."""
+    for name in ("MS_WEBHOOK_ALLOW", "MS_UI_TOKEN", "MS_UI_USER", "MS_UI_PASSWORD", "MS_STATE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    rules_path = tmp_path / "alerts" / "rules.json"
+    (tmp_path / "logs").mkdir()
+    fleet = Fleet(tmp_path / "logs", cwd=ROOT, env={
+        "PYTHONPATH": str(ROOT), "MS_INFLUX_URL": influx_client.config.url, "MS_INFLUX_DB": influx_client.config.db,
+        "MS_ALERTS_FILE": str(rules_path), "MS_UI_REFRESH_MS": "500"})
+    port, influx_port = _free_port(), urlsplit(influx_client.config.url).port
+    url = f"http://127.0.0.1:{port}"
+    try:
+        ui = fleet.spawn("ui", ["ui", "--port", port])
+        wait_until(lambda: _answers(url + "/alerts"), 60, "the dashboard to answer", [ui])
+        dash_duo.wait_for_page(url + "/alerts")
+        dash_duo.wait_for_contains_text("#alerts-table", "no rules yet", timeout=TIMEOUT)
+        for webhook, reason in (
+                (f"http://127.0.0.1:{influx_port}/query?q=CREATE+DATABASE+x", "resolves to a loopback address"),
+                ("http://169.254.169.254/latest/meta-data/", "resolves to a link-local address"),
+                ("http://192.168.0.1/admin", "resolves to a private address")):
+            _fill(dash_duo, {"name": "x", "condition": "backlog > 1k", "webhook": webhook})
+            dash_duo.wait_for_contains_text("#alerts-message", reason, timeout=TIMEOUT)
+            assert "MS_WEBHOOK_ALLOW" in dash_duo.find_element("#alerts-message").text
+        assert not rules_path.exists()
+        # a name that does not resolve now is saved (.example never does): it is checked at each send
+        _fill(dash_duo, {"webhook": "https://hooks.example/alert"})
+        dash_duo.wait_for_contains_text("#alerts-message", "Created x", timeout=TIMEOUT)
+        [rule] = RuleStore(rules_path).rules()
+        assert rule.webhook == "https://hooks.example/alert"
+        assert dash_duo.get_logs() == []
+    finally:
+        fleet.stop_all()
