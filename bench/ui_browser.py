@@ -1,0 +1,271 @@
+"""How long the dashboard's pages take in a real browser, as a user sees them.
+
+Writes (or re-uses) a finished run of `--hours` of 1-second data with its rollups into a
+real InfluxDB (bench/ui_render.py's generator), starts the dashboard the way a user does
+(`marketspread ui` as its own process), and loads each page `--loads` times in headless
+Chromium, timing from the navigation's start until the page is complete: no Dash
+callback pending, no "loading…" placeholder left, and every chart drawn by Plotly. It also
+records the bytes each load transferred, and, with `--live`, the cost of a live refresh
+tick: a writer appends 1-s points to a live run while the job page is open, and each tick
+is timed from its first callback request to the last chart redrawn (`plotly_afterplot`).
+
+    .venv/bin/python bench/ui_browser.py --hours 24 --state-dir /tmp/ui24   # ~10 min to write once
+    .venv/bin/python bench/ui_browser.py --hours 1 --loads 5                 # a quick look
+
+Writes bench/results/ui_browser.json (medians and p90s). Never fails on a timing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from urllib.request import urlopen
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from collector.aggregate import IntervalHistogram  # noqa: E402
+from collector.histogram import LatencyHistogram  # noqa: E402
+from collector.influx import InfluxClient, InfluxConfig, ensure_database  # noqa: E402
+from collector.influx_server import InfluxServer, free_port  # noqa: E402
+from collector.points import latency_point  # noqa: E402
+
+import ui_render  # noqa: E402
+
+NS = 1_000_000_000
+LIVE_RUN = "bench-ui-live"
+LOADING = "loading…"
+
+# True once the page is complete: nothing pending in Dash's store, no placeholder, every chart drawn.
+_COMPLETE_JS = """
+const s = window.store && window.store.getState();
+if (!s) return false;
+const cb = Object.assign({}, s.callbacks || {}); delete cb.stored; delete cb.completed;
+if ([].concat(...Object.values(cb)).length) return false;
+if (s.isLoading) return false;
+if (document.body.innerText.includes(arguments[0])) return false;
+const graphs = document.querySelectorAll('.dash-graph');
+for (const g of graphs) { const p = g.querySelector('.js-plotly-plot'); if (!p || !p._fullLayout) return false; }
+return graphs.length + document.querySelectorAll('table').length > 0;
+"""
+
+_BYTES_JS = """
+const nav = performance.getEntriesByType('navigation')[0];
+let t = nav ? nav.transferSize : 0, d = nav ? nav.decodedBodySize : 0;
+for (const r of performance.getEntriesByType('resource')) { t += r.transferSize; d += r.decodedBodySize; }
+return [t, d];
+"""
+
+# Time each live tick: first callback request start -> last plotly_afterplot after it.
+_TICK_HOOK_JS = """
+window.__ticks = []; window.__plots = [];
+for (const p of document.querySelectorAll('.js-plotly-plot')) p.on('plotly_afterplot', () => window.__plots.push(performance.now()));
+"""
+_TICK_READ_JS = """
+const reqs = performance.getEntriesByType('resource').filter(r => r.name.includes('_dash-update-component'))
+  .map(r => [r.startTime, r.responseEnd, r.transferSize]);
+return [reqs, window.__plots];
+"""
+
+
+def _driver():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    opts = Options()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--no-first-run", "--window-size=1400,1000"):
+        opts.add_argument(flag)
+    opts.binary_location = "/usr/bin/chromium"
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+
+
+def load_page(driver, url: str, timeout: float = 60.0) -> dict:
+    """Load `url` in a fresh tab state; return seconds until complete and bytes transferred."""
+    driver.get("about:blank")
+    driver.execute_script("performance.clearResourceTimings()")
+    t0 = time.perf_counter()
+    driver.get(url)
+    while not driver.execute_script(_COMPLETE_JS, LOADING):
+        if time.perf_counter() - t0 > timeout:
+            raise TimeoutError(f"{url} not complete after {timeout:.0f} s")
+        time.sleep(0.01)
+    seconds = time.perf_counter() - t0
+    transferred, decoded = driver.execute_script(_BYTES_JS)
+    return {"seconds": seconds, "transferred_bytes": transferred, "decoded_bytes": decoded}
+
+
+def _summary(values: list[float]) -> dict:
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
+    return {"median": round(statistics.median(ordered), 4), "p90": round(p90, 4),
+            "min": round(ordered[0], 4), "max": round(ordered[-1], 4), "n": len(ordered)}
+
+
+def _live_writer(client: InfluxClient, stop: threading.Event) -> None:
+    """Append one 1-s point per series every second to a live run (what the job's shipper does)."""
+    import numpy as np
+    rng = np.random.default_rng(3)
+    series = [(step, pipe, "host-a/p0") for step in ui_render.STEPS for pipe in ui_render.PIPELINES]
+    t = time.time_ns() // NS * NS - 600 * NS
+    while not stop.is_set():
+        now = time.time_ns() // NS * NS - 2 * NS
+        points = []
+        while t <= now:
+            for step, pipe, worker in series:
+                median, sigma = ui_render.SHAPE[step]
+                h = LatencyHistogram.from_values(rng.lognormal(np.log(median), sigma, 500).astype(np.int64) + 1)
+                points.append(latency_point(IntervalHistogram(LIVE_RUN, pipe, step, worker, t, NS, h)))
+            t += NS
+        if points:
+            client.write(points)
+        stop.wait(0.5)
+
+
+def measure_live(driver, base: str, client: InfluxClient, seconds: float) -> dict:
+    """Open the live run's job page and time its refresh ticks for `seconds`."""
+    stop = threading.Event()
+    writer = threading.Thread(target=_live_writer, args=(client, stop), daemon=True)
+    writer.start()
+    try:
+        time.sleep(3)
+        load_page(driver, f"{base}/run/{LIVE_RUN}")
+        driver.execute_script(_TICK_HOOK_JS)
+        driver.execute_script("performance.clearResourceTimings()")
+        time.sleep(seconds)
+        reqs, plots = driver.execute_script(_TICK_READ_JS)
+    finally:
+        stop.set()
+        writer.join(5)
+    # group requests into ticks: a new tick starts more than 300 ms after the previous request began
+    ticks, current = [], []
+    for start, end, size in sorted(reqs):
+        if current and start - current[-1][0] > 300:
+            ticks.append(current)
+            current = []
+        current.append((start, end, size))
+    if current:
+        ticks.append(current)
+    durations, sizes = [], []
+    for i, tick in enumerate(ticks[:-1]):             # the last one may be cut by the read
+        start = tick[0][0]
+        nxt = ticks[i + 1][0][0]
+        done = max([e for _, e, _ in tick] + [p for p in plots if start <= p < nxt])
+        durations.append((done - start) / 1000.0)
+        sizes.append(sum(s for _, _, s in tick))
+    return {"ticks": len(durations), "seconds": _summary(durations) if durations else None,
+            "transferred_bytes": _summary(sizes) if sizes else None}
+
+
+def _start_ui(config: InfluxConfig, port: int, log_path: Path) -> subprocess.Popen:
+    env = {**os.environ, "MS_INFLUX_URL": config.url, "MS_INFLUX_DB": config.db, "PYTHONPATH": str(ROOT)}
+    for key, value in (("MS_INFLUX_USER", config.user), ("MS_INFLUX_PASSWORD", config.password),
+                       ("MS_INFLUX_TOKEN", config.token)):
+        if value:
+            env[key] = value
+    proc = subprocess.Popen([sys.executable, "-m", "engine", "ui", "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=log_path.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urlopen(f"http://127.0.0.1:{port}/", timeout=2) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError(f"the dashboard did not start; see {log_path}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--hours", type=float, default=24.0)
+    ap.add_argument("--series", type=int, default=10)
+    ap.add_argument("--events-per-s", type=int, default=2000)
+    ap.add_argument("--loads", type=int, default=10, help="loads per page")
+    ap.add_argument("--live", type=float, default=30.0, help="seconds of live ticks to time (0: skip)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--state-dir", type=Path, default=None, help="keep InfluxDB's data here and re-use it")
+    args = ap.parse_args(argv)
+    load = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="ui-browser-") as tmp:
+        state = args.state_dir or Path(tmp)
+        done = state / "written.json"
+        server = InfluxServer(state, port=0)
+        server.start()
+        ui = driver = None
+        try:
+            config = getattr(server, "client_config", None)
+            config = config("bench_ui") if callable(config) else InfluxConfig(url=server.url, db="bench_ui")
+            client = InfluxClient(config)
+            if done.exists():
+                written = json.loads(done.read_text())
+                print(f"re-using the run written earlier in {state}: {written}", flush=True)
+            else:
+                ensure_database(client)
+                seconds = int(args.hours * 3600)
+                start = (time.time_ns() // NS - seconds) * NS
+                print(f"writing {seconds:,} s x {args.series} series ...", flush=True)
+                written = ui_render.generate(client, start, seconds, args.series, args.events_per_s, args.seed)
+                done.write_text(json.dumps(written))
+                time.sleep(12)                    # finished: no point in the last 10 s
+            port = free_port()
+            ui = _start_ui(config, port, Path(tmp) / "ui.log")
+            base = f"http://127.0.0.1:{port}"
+            driver = _driver()
+            run = ui_render.RUN
+            pages = {"runs": "/", "job": f"/run/{run}", "step": f"/step/{run}/start-to-end",
+                     "job, 24 h range": f"/run/{run}?range=24h", "alerts": "/alerts", "compare (empty)": "/compare"}
+            results: dict = {}
+            for name, path in pages.items():
+                load_page(driver, base + path)            # the first load warms the browser's cache
+                loads = [load_page(driver, base + path) for _ in range(args.loads)]
+                results[name] = {"path": path, "seconds": _summary([x["seconds"] for x in loads]),
+                                 "transferred_bytes": loads[-1]["transferred_bytes"],
+                                 "decoded_bytes": loads[-1]["decoded_bytes"]}
+                s = results[name]["seconds"]
+                print(f"  {name:18} median {s['median']:.3f} s  p90 {s['p90']:.3f} s  "
+                      f"{results[name]['transferred_bytes']:,} B transferred", flush=True)
+            cold = _driver()
+            try:
+                first = load_page(cold, base + f"/run/{run}")
+            finally:
+                cold.quit()
+            results["first visit (empty cache), job"] = {"seconds": round(first["seconds"], 4),
+                                                         "transferred_bytes": first["transferred_bytes"],
+                                                         "decoded_bytes": first["decoded_bytes"]}
+            print(f"  first visit, job page: {first['seconds']:.3f} s, {first['transferred_bytes']:,} B "
+                  f"transferred ({first['decoded_bytes']:,} B decoded)", flush=True)
+            if args.live > 0:
+                results["live tick, job page"] = measure_live(driver, base, client, args.live)
+                print(f"  live tick: {results['live tick, job page']}", flush=True)
+        finally:
+            if driver is not None:
+                driver.quit()
+            if ui is not None:
+                ui.terminate()
+                ui.wait(10)
+            server.stop()
+    result = {"benchmark": "ui_browser", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "settings": {k: str(v) for k, v in vars(args).items()},
+              "machine": {"cpus": os.cpu_count(), "loadavg_at_start": load, "loadavg_at_end": os.getloadavg(),
+                          "python": platform.python_version()},
+              "written": written, "pages": results}
+    path = ROOT / "bench" / "results" / "ui_browser.json"
+    path.write_text(json.dumps(result, indent=2))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
