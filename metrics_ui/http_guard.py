@@ -77,7 +77,8 @@ def callback_problem(body: Any, callbacks: Mapping[str, Mapping[str, Any]]) -> s
     if not isinstance(output, str) or output not in callbacks:
         return "'output' names no callback of this dashboard"
     outputs = body.get("outputs")
-    if not (_prop_ok(outputs) if isinstance(outputs, (dict, list)) else False):
+    if not (isinstance(outputs, dict) and _prop_ok(outputs)) and \
+            not (isinstance(outputs, list) and all(_prop_ok(o) for o in outputs)):
         return "'outputs' must be an output or a list of them"
     declared = callbacks[output]
     for key, want in (("inputs", "inputs"), ("state", "state")):
