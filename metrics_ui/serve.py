@@ -25,8 +25,8 @@ MAX_HEADER_BYTES = 64 << 10
 class ServeConfig:
     """Limits of the dashboard's server."""
     threads: int = 8                       # requests handled at once
-    connection_limit: int = 100            # open connections; more wait in the listen backlog
-    timeout_s: float = 30.0                # an idle (or half-sent) connection is closed after this
+    connection_limit: int = 500            # open connections (cheap: no thread each); more wait to be accepted
+    timeout_s: float = 10.0                # an idle (or half-sent) connection is closed after this
 
     def __post_init__(self) -> None:
         if not 1 <= self.threads <= 256 or not 1 <= self.connection_limit <= 10_000 or \

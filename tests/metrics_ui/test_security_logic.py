@@ -77,7 +77,7 @@ def test_settings_from_the_environment_are_checked():
     assert auth.allowed_hosts == ("a.example", "b.example") and auth.secure_cookie and auth.proxy_hops == 1
     with pytest.raises(ValueError, match="MS_UI_PROXY_HOPS"):
         AuthConfig.from_env({"MS_UI_PROXY_HOPS": "yes"})
-    assert ServeConfig.from_env({"MS_UI_THREADS": "2", "MS_UI_TIMEOUT_S": "5"}) == ServeConfig(2, 100, 5.0)
+    assert ServeConfig.from_env({"MS_UI_THREADS": "2", "MS_UI_TIMEOUT_S": "5"}) == ServeConfig(2, 500, 5.0)
     for env in ({"MS_UI_THREADS": "0"}, {"MS_UI_CONNECTION_LIMIT": "x"}, {"MS_UI_TIMEOUT_S": "-1"}):
         with pytest.raises(ValueError, match="MS_UI_"):
             ServeConfig.from_env(env)
