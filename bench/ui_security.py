@@ -41,7 +41,8 @@ WRONG = "Basic " + base64.b64encode(b"ops:wrong-guess").decode()
 
 def _status(port: int, headers: str = "", timeout: float = 60.0) -> int:
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(f"GET /_dash-layout HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n{headers}\r\n".encode())
+        s.sendall(f"GET /_dash-layout HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n"
+                  f"{headers}\r\n".encode())
         first = s.recv(64)
     return int(first.split()[1]) if first else 0
 
@@ -143,7 +144,8 @@ def main() -> int:
     commit = subprocess.run(["git", "-C", str(args.root), "rev-parse", "HEAD"], capture_output=True,
                             text=True).stdout.strip() or None
     record = {"bench": "ui_security", "root": str(args.root), "commit": commit, "server_header": server,
-              "slow_loris": loris, "guessing": guess, "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+              "slow_loris": loris, "guessing": guess,
+              "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
               "command": " ".join(sys.argv), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     print(json.dumps(record, indent=2))
     out = ROOT / "bench" / "results" / f"ui-security-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"

@@ -1,7 +1,7 @@
 """The dashboard's factory: Flask with the export routes, Dash with one module per page.
 
-    app = create_app(UiConfig(InfluxConfig.from_env()))
-    app.run(host="127.0.0.1", port=8050)          # app.server is the Flask app
+    app = create_app(UiConfig(InfluxConfig.from_env(), bind_host="127.0.0.1"))
+    serve(app.server, "127.0.0.1", 8050, ServeConfig())     # app.server is the Flask app
 
 CLI: `marketspread ui [--host 127.0.0.1] [--port 8050]` (`add_arguments`, `run`) serves it
 with waitress (`serve`); InfluxDB comes from `MS_INFLUX_URL` / `MS_INFLUX_DB` (and

@@ -257,7 +257,8 @@ def test_failed_logins_are_limited_per_client(proxied_ui):
     right_basic = "Basic " + base64.b64encode(b"ops:right-password").decode()
     statuses = [get("203.0.113.7", f"Bearer guess-{i}" if i % 2 else wrong_basic) for i in range(10)]
     assert statuses == [401] * 10
-    r = proxied_ui.request("GET", "/_dash-layout", {"Authorization": "Bearer guess-x", "X-Forwarded-For": "203.0.113.7"})
+    r = proxied_ui.request("GET", "/_dash-layout",
+                           {"Authorization": "Bearer guess-x", "X-Forwarded-For": "203.0.113.7"})
     assert r.status == 429 and int(r.headers["retry-after"]) > 0 and b"too many failed logins" in r.body
     assert get("203.0.113.7", f"Bearer {TOKEN}") == 429          # the right one too: guessing has stopped
     assert get("203.0.113.7", right_basic) == 429
