@@ -125,5 +125,10 @@ def run(args: argparse.Namespace) -> int:
                  shown, port, config.influx,
                  "credentials required" if config.auth.enabled else "no credentials: this machine only",
                  limits.threads, limits.connection_limit, limits.timeout_s)
-    serve(app.server, args.host, args.port, limits, keep_proxy_headers=config.auth.proxy_hops > 0, on_ready=ready)
+    try:
+        serve(app.server, args.host, args.port, limits, keep_proxy_headers=config.auth.proxy_hops > 0,
+              on_ready=ready)
+    except OSError as e:                  # the port is taken, the address is not this machine's
+        print(f"marketspread ui: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
+        return 2
     return 0

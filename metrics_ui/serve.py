@@ -51,7 +51,7 @@ class ServeConfig:
 
 def serve(wsgi_app: Callable, host: str, port: int, cfg: ServeConfig, keep_proxy_headers: bool = False,
           on_ready: Callable[[str, int], None] | None = None) -> None:
-    """Serve `wsgi_app` on host:port until interrupted; `on_ready(host, port)` once listening.
+    """Serve `wsgi_app` on host:port until interrupted; `on_ready(address, port)` per socket listening.
 
     `X-Forwarded-*` headers are dropped unless `keep_proxy_headers` (the app trusts a proxy).
     """
@@ -62,8 +62,11 @@ def serve(wsgi_app: Callable, host: str, port: int, cfg: ServeConfig, keep_proxy
         max_request_body_size=MAX_BODY_BYTES, max_request_header_size=MAX_HEADER_BYTES,
         ident=SERVER_IDENT, expose_tracebacks=False, asyncore_use_poll=True,
         clear_untrusted_proxy_headers=not keep_proxy_headers)
+    # `localhost` may bind two sockets (127.0.0.1 and ::1): waitress then lists each
+    listening = getattr(server, "effective_listen", None) or [(server.effective_host, server.effective_port)]
     if on_ready is not None:
-        on_ready(host, int(server.effective_port))
+        for address, bound_port in listening:
+            on_ready(str(address), int(bound_port))
     try:
         server.run()
     finally:

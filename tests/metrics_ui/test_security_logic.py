@@ -81,3 +81,20 @@ def test_settings_from_the_environment_are_checked():
     for env in ({"MS_UI_THREADS": "0"}, {"MS_UI_CONNECTION_LIMIT": "x"}, {"MS_UI_TIMEOUT_S": "-1"}):
         with pytest.raises(ValueError, match="MS_UI_"):
             ServeConfig.from_env(env)
+
+
+def test_the_ui_command_says_what_is_wrong_in_one_line(monkeypatch, capsys):
+    from engine.cli import main as cli_main
+    for var in ("MS_UI_TOKEN", "MS_UI_USER", "MS_UI_PASSWORD", "MS_UI_THREADS", "MS_UI_PROXY_HOPS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MS_INFLUX_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("MS_UI_THREADS", "lots")
+    assert cli_main(["ui", "--port", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "marketspread ui: MS_UI_THREADS must be a number, got 'lots'"
+    monkeypatch.delenv("MS_UI_THREADS")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        assert cli_main(["ui", "--port", str(taken.getsockname()[1])]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot listen on 127.0.0.1:" in err[0] and "Address already in use" in err[0]
