@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from collector.influx import InfluxClient, InfluxConfig, InfluxError
+from collector.names import check_name
 
 from .bench_record import ProgressSample, RunRecord, StepLatency, write_record
 from .config import Config
@@ -39,7 +40,6 @@ JOB_READY_TIMEOUT = 240.0          # JVM start, session, first query plan
 DRAIN_TIMEOUT = 60.0               # job catching up with the log after the senders stop
 JOB_STOP_TIMEOUT = 90.0
 SAMPLE_EVERY = 1.0
-_LABEL = re.compile(r"^[^\x00-\x1f]{1,80}$")
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,7 @@ class BenchSpec:
             raise ValueError(f"--duration must be between 1 s and 24 h, got {self.duration:g}")
         if self.warmup < 0:
             raise ValueError(f"--warmup must be >= 0, got {self.warmup:g}")
-        if not _LABEL.match(self.label):
-            raise ValueError("--label must be 1 to 80 printable characters")
+        check_name(self.label, "--label")        # an InfluxDB tag and part of the run's file name
         if self.symbols < 1 or self.messages < 1000:
             raise ValueError("--symbols must be >= 1 and --messages >= 1000")
 

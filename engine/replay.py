@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from collector.names import check_name
+
 from .config import Config
 from .fixish import STREAM_NBBO, STREAM_ORDERS
 
@@ -83,10 +85,16 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
     from .job import start_query, stop_query
     from .spark_session import build_session
 
-    run_id = run_id or time.strftime("replay-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    # The run id names a folder this replay creates (and later deletes): one safe path
+    # component, and never a folder that exists already.
+    run_id = check_name(run_id, "run id") if run_id is not None else (
+        time.strftime("replay-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6])
     run_dir = cfg.state_dir / "replays" / run_id
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir()
+    except FileExistsError:
+        raise ValueError(f"{run_dir} exists already (a kept replay?): pick another --run-id") from None
     rcfg = replace(cfg, state_dir=run_dir, nbbo_port=0, orders_port=0,
                    max_backlog=1 << 62, resume_backlog=1 << 62)
     t0 = time.monotonic()

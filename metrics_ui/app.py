@@ -1,11 +1,12 @@
 """The dashboard's factory: Flask with the export routes, Dash with one module per page.
 
-    app = create_app(UiConfig(InfluxConfig.from_env()))
-    app.run(host="127.0.0.1", port=8050)          # app.server is the Flask app
+    app = create_app(UiConfig(InfluxConfig.from_env(), bind_host="127.0.0.1"))
+    serve(app.server, "127.0.0.1", 8050, ServeConfig())     # app.server is the Flask app
 
-CLI: `marketspread ui [--host 127.0.0.1] [--port 8050]` (`add_arguments`, `run`); InfluxDB
-comes from `MS_INFLUX_URL` / `MS_INFLUX_DB` (and credentials) via `InfluxConfig.from_env`.
-Nothing is queried at import or construction time: only callbacks talk to InfluxDB.
+CLI: `marketspread ui [--host 127.0.0.1] [--port 8050]` (`add_arguments`, `run`) serves it
+with waitress (`serve`); InfluxDB comes from `MS_INFLUX_URL` / `MS_INFLUX_DB` (and
+credentials) via `InfluxConfig.from_env`. Nothing is queried at import or construction
+time: only callbacks talk to InfluxDB. Security: docs/SECURITY.md.
 """
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ from flask import Flask
 
 from collector.influx import InfluxClient, InfluxConfig
 
-from . import alerts_banner, components
+from . import alerts_banner, components, http_guard
 from .auth import AuthConfig, check_bind
 from .auth import install as install_auth
+from .serve import ServeConfig, serve
 from .data import MetricsStore
 from .export import EXTENSION as EXPORT_EXTENSION
 from .export import bp as export_blueprint
@@ -45,6 +47,7 @@ class UiConfig:
     title: str = "Market Spread metrics"
     alerts_file: Path | None = None       # default: <state>/alerts/rules.json (alerts.store)
     auth: AuthConfig = field(default_factory=AuthConfig.from_env)     # MS_UI_TOKEN / MS_UI_USER+PASSWORD
+    bind_host: str | None = None          # the address served on: a Host name it answers to
 
     @classmethod
     def from_env(cls, **overrides) -> "UiConfig":
@@ -64,6 +67,7 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
         config = UiConfig(influx=config)
     server = Flask(__name__)
     server.config["MS_UI"] = config
+    http_guard.install(server, http_guard.allowed_hosts(config.bind_host, config.auth.allowed_hosts))
     install_auth(server, config.auth)
     metrics = MetricsStore(InfluxClient(config.influx))
     server.extensions[components.EXTENSION] = metrics
@@ -90,6 +94,7 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
         html.Main([alerts_banner.banner(config.refresh_ms), dash.page_container], className="content"),
     ])
     alerts_banner.register(app)
+    http_guard.install_callback_check(server, lambda: app.callback_map)
     return app
 
 
@@ -105,14 +110,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Serve the dashboard until interrupted (refuses a non-loopback address without credentials)."""
     try:
-        config = UiConfig.from_env()
+        config = UiConfig.from_env(bind_host=args.host)
         check_bind(args.host, config.auth)
+        limits = ServeConfig.from_env()
     except ValueError as e:
         log.error("ui: %s", e)
         print(f"marketspread ui: {e}", file=sys.stderr)
         return 2
     app = create_app(config)
-    log.info("dashboard on http://%s:%d/ reading %r (%s)", args.host, args.port, config.influx,
-             "credentials required" if config.auth.enabled else "no credentials: this machine only")
-    app.run(host=args.host, port=args.port, debug=False)
+
+    def ready(host: str, port: int) -> None:
+        shown = f"[{host}]" if ":" in host else host
+        log.info("dashboard on http://%s:%d/ reading %r (%s; %d threads, %d connections, %g s timeout)",
+                 shown, port, config.influx,
+                 "credentials required" if config.auth.enabled else "no credentials: this machine only",
+                 limits.threads, limits.connection_limit, limits.timeout_s)
+    try:
+        serve(app.server, args.host, args.port, limits, keep_proxy_headers=config.auth.proxy_hops > 0,
+              on_ready=ready)
+    except OSError as e:                  # the port is taken, the address is not this machine's
+        print(f"marketspread ui: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
+        return 2
     return 0

@@ -14,6 +14,11 @@
 - Secrets are never logged or shown: the config's repr redacts them and the request log
   has `token=` values masked. `MS_UI_SECRET_KEY` signs the session cookie (default: random
   per process, so sessions end with it).
+- Failed logins are limited per client (`throttle.LoginThrottle`: 10 a minute, then 429),
+  and the redirect that drops `?token=` only ever leads to a path of this dashboard.
+- Behind a TLS proxy: `MS_UI_SECURE_COOKIE=1` marks the cookie Secure;
+  `MS_UI_PROXY_HOPS=N` trusts `X-Forwarded-For` / `X-Forwarded-Proto` from N proxies
+  (client address for the login limit; the cookie is Secure on https requests).
 
     install(server, AuthConfig.from_env())     # in create_app
     check_bind("0.0.0.0", auth)                 # before serving; ValueError without credentials
@@ -30,9 +35,12 @@ import re
 import secrets
 from dataclasses import dataclass
 from typing import Mapping
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 from flask import Flask, Response, redirect, request, session
+from flask.sessions import SecureCookieSessionInterface
+
+from .throttle import LoginThrottle
 
 TOKEN_PARAM = "token"
 SESSION_KEY = "ms_ui_auth"
@@ -49,20 +57,30 @@ class AuthConfig:
     password: str | None = None
     secret_key: str | None = None
     allowed_origins: tuple[str, ...] = ()     # extra origins allowed to POST (e.g. a proxy's)
+    allowed_hosts: tuple[str, ...] = ()       # extra Host names answered (http_guard), e.g. a proxy's
+    secure_cookie: bool = False               # mark the session cookie Secure (served over https)
+    proxy_hops: int = 0                       # trusted proxies in front: X-Forwarded-For/-Proto
 
     def __post_init__(self) -> None:
         if (self.user is None) != (self.password is None) or self.user == "" or self.password == "":
             raise ValueError("set both MS_UI_USER and MS_UI_PASSWORD (non-empty), or neither")
         if self.token == "":
             raise ValueError("MS_UI_TOKEN is set but empty")
+        if not 0 <= self.proxy_hops <= 5:
+            raise ValueError(f"MS_UI_PROXY_HOPS must be 0..5, got {self.proxy_hops}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> "AuthConfig":
-        """Read `MS_UI_TOKEN`, `MS_UI_USER`, `MS_UI_PASSWORD`, `MS_UI_SECRET_KEY`, `MS_UI_ALLOWED_ORIGINS`."""
-        origins = tuple(o.strip().rstrip("/") for o in environ.get("MS_UI_ALLOWED_ORIGINS", "").split(",")
-                        if o.strip())
+        """Read `MS_UI_TOKEN`, `_USER`, `_PASSWORD`, `_SECRET_KEY`, `_ALLOWED_ORIGINS`, `_ALLOWED_HOSTS`,
+        `_SECURE_COOKIE`, `_PROXY_HOPS`."""
+        def listed(name: str) -> tuple[str, ...]:
+            return tuple(o.strip().rstrip("/") for o in environ.get(name, "").split(",") if o.strip())
+        hops = environ.get("MS_UI_PROXY_HOPS", "0").strip() or "0"
+        if not hops.isdigit():
+            raise ValueError(f"MS_UI_PROXY_HOPS must be a number of proxies, got {hops[:20]!r}")
         return cls(environ.get("MS_UI_TOKEN"), environ.get("MS_UI_USER"), environ.get("MS_UI_PASSWORD"),
-                   environ.get("MS_UI_SECRET_KEY"), origins)
+                   environ.get("MS_UI_SECRET_KEY"), listed("MS_UI_ALLOWED_ORIGINS"), listed("MS_UI_ALLOWED_HOSTS"),
+                   environ.get("MS_UI_SECURE_COOKIE", "").strip().lower() in ("1", "true", "yes"), int(hops))
 
     @property
     def enabled(self) -> bool:
@@ -72,7 +90,9 @@ class AuthConfig:
     def __repr__(self) -> str:
         shown = [f"token={'***' if self.token else None}", f"user={self.user!r}",
                  f"password={'***' if self.password else None}"]
-        return f"AuthConfig({', '.join(shown)}, allowed_origins={self.allowed_origins!r})"
+        return (f"AuthConfig({', '.join(shown)}, allowed_origins={self.allowed_origins!r}, "
+                f"allowed_hosts={self.allowed_hosts!r}, secure_cookie={self.secure_cookie}, "
+                f"proxy_hops={self.proxy_hops})")
 
 
 def is_loopback(host: str) -> bool:
@@ -149,6 +169,27 @@ def _bearer_ok(auth: AuthConfig) -> bool:
     return bool(auth.token) and header.lower().startswith("bearer ") and _equal(header[7:].strip(), auth.token)
 
 
+def _presented_credentials() -> bool:
+    """Whether the request tries to log in (a failure then counts against its client)."""
+    return "Authorization" in request.headers or TOKEN_PARAM in request.args
+
+
+def local_path(path: str) -> str:
+    """Return `path` as a redirect target on this site: percent-encoded, one leading slash.
+
+    `/%09/evil.example` decodes to a path a browser reads as `//evil.example` (it drops the
+    tab), another site; encoded and with leading slashes collapsed it stays a path here.
+    """
+    return "/" + quote(path, safe="/:@!$&'()*+,;=-._~").lstrip("/")
+
+
+class _SessionInterface(SecureCookieSessionInterface):
+    """Flask's signed cookie, Secure when configured or when the request came over https."""
+
+    def get_cookie_secure(self, app: Flask) -> bool:
+        return bool(app.config["SESSION_COOKIE_SECURE"] or request.is_secure)
+
+
 def _denied(auth: AuthConfig) -> Response:
     how = []
     if auth.token:
@@ -165,7 +206,12 @@ def install(server: Flask, auth: AuthConfig) -> None:
     """Guard every request of `server`: cross-site changes refused; credentials required if configured."""
     key = auth.secret_key or secrets.token_hex(32)
     server.config.update(SECRET_KEY=key, SESSION_COOKIE_NAME="ms_ui_session", SESSION_COOKIE_HTTPONLY=True,
-                         SESSION_COOKIE_SAMESITE="Lax")
+                         SESSION_COOKIE_SAMESITE="Lax", SESSION_COOKIE_SECURE=auth.secure_cookie)
+    server.session_interface = _SessionInterface()
+    if auth.proxy_hops:
+        from werkzeug.middleware.proxy_fix import ProxyFix
+        server.wsgi_app = ProxyFix(server.wsgi_app, x_for=auth.proxy_hops, x_proto=auth.proxy_hops)
+    throttle = LoginThrottle()
     request_log = logging.getLogger("werkzeug")
     if not any(isinstance(f, _RedactTokens) for f in request_log.filters):
         request_log.addFilter(_RedactTokens())
@@ -181,11 +227,18 @@ def install(server: Flask, auth: AuthConfig) -> None:
             return None
         if hmac.compare_digest(str(session.get(SESSION_KEY, "")), expected):
             return None
+        client = request.remote_addr or "?"
+        wait = throttle.retry_after(client)
+        if wait > 0:
+            return Response(f"too many failed logins from {client}; try again in {wait:.0f} s\n", status=429,
+                            mimetype="text/plain", headers={"Retry-After": str(int(wait) + 1)})
         if _bearer_ok(auth) or _basic_ok(auth):
             return None
         given = request.args.get(TOKEN_PARAM)
         if auth.token and request.method in SAFE_METHODS and _equal(given, auth.token):
             session[SESSION_KEY] = expected
             rest = [(k, v) for k, v in request.args.items(multi=True) if k != TOKEN_PARAM]
-            return redirect(request.path + ("?" + urlencode(rest) if rest else ""), code=303)
+            return redirect(local_path(request.path) + ("?" + urlencode(rest) if rest else ""), code=303)
+        if _presented_credentials():
+            throttle.failed(client)
         return _denied(auth)

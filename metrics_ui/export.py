@@ -5,8 +5,9 @@
     GET /export/<run>/<step>.hgrm   HdrHistogram percentile distribution text (values in µs)
 
 Optional query parameters: `from`, `to` (ns since the epoch or RFC 3339; default the whole
-run, `to` defaults to now), `worker`, `pipeline`. Every parameter is validated; a bad one
-gets a 400 with a plain-text reason, an unreachable InfluxDB a 503, never a traceback.
+run, `to` defaults to now), `worker`, `pipeline`. Every parameter is validated (names by
+`collector.names`); a bad one gets a 400 with a plain-text reason, a run InfluxDB has no
+data of a 404, an unreachable InfluxDB a 503, never a traceback.
 The counts of the CSV sum to the events of the step in the range.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collector.codec import to_hgrm
 from collector.influx import InfluxError
 
 from .data import MetricsStore
-from .ranges import TimeRange, check_name, parse_time
+from .ranges import TimeRange, check_name, check_worker, parse_time
 
 bp = Blueprint("metrics_ui_export", __name__)
 EXTENSION = "metrics_ui"                 # key of the MetricsStore in app.extensions
@@ -69,7 +70,7 @@ def _parse(run: str, step: str):
     worker = request.args.get("worker") or None
     pipeline = request.args.get("pipeline") or None
     if worker is not None:
-        check_name(worker, "worker")
+        check_worker(worker)
     if pipeline is not None:
         check_name(pipeline, "pipeline")
     start = parse_time(request.args["from"]) if request.args.get("from") else 0
@@ -86,7 +87,10 @@ def _histogram(run: str, step: str):
         return None, _bad(f"bad request: {e}")
     store: MetricsStore = current_app.extensions[EXTENSION]
     try:
-        return store.step_histogram(run, step, rng, pipeline=pipeline, worker=worker), None
+        hist = store.step_histogram(run, step, rng, pipeline=pipeline, worker=worker)
+        if hist.total_count == 0 and store.run(run, time.time_ns()) is None:
+            return None, _bad(f"not found: no run called {run!r}", 404)
+        return hist, None
     except InfluxError:
         return None, _bad(f"InfluxDB at {store.client.url} is unreachable or failed; try again", 503)
 

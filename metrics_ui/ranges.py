@@ -9,15 +9,14 @@ import re
 from datetime import datetime, timezone
 from typing import NamedTuple
 
+from collector.names import InvalidName, check_name, check_tag_value, is_name  # noqa: F401 (the one validator)
+
 NS = 1_000_000_000
 LIVE_AFTER_NS = 10 * NS                      # a run is live if its last point is younger
 #: Relative range choices of the picker: value -> (label, seconds).
 RANGES = {"5m": ("last 5 min", 300), "1h": ("last 1 h", 3600), "24h": ("last 24 h", 86400)}
 RANGE_CUSTOM = "custom"
 DEFAULT_RANGE = "5m"
-MAX_NAME_CHARS = 200
-# Run, step, pipeline and worker names as the collector writes them; anything else is refused.
-_NAME = re.compile(r"^[A-Za-z0-9_.:/@+\-]+$")
 _RFC3339 = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|z|[+-]\d{2}:\d{2})$")
 _MIN_NS, _MAX_NS = 0, 4_102_444_800 * NS     # 1970 .. 2100
@@ -66,11 +65,12 @@ def format_time(ns: int) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{ns % NS:09d}Z"
 
 
-def check_name(value: str, what: str) -> str:
-    """Return a run/step/pipeline/worker name if it looks like one; raise ValueError otherwise."""
-    if not isinstance(value, str) or not value or len(value) > MAX_NAME_CHARS or not _NAME.match(value):
-        raise ValueError(f"{what} must be 1-{MAX_NAME_CHARS} characters of letters, digits and . _ - : / @ +")
-    return value
+def check_worker(value: object, what: str = "worker") -> str:
+    """Return a worker tag (`host-a/p0`: names joined by `/`); raise `InvalidName` otherwise."""
+    check_tag_value(value, what)
+    if not all(is_name(part) for part in str(value).split("/")):
+        raise InvalidName(f"{what} {value!r} must be names (letters, digits and _ . : @ + -) joined by '/'")
+    return str(value)
 
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")

@@ -13,7 +13,7 @@ from collector.influx import InfluxError
 from metrics_ui import components as c
 from metrics_ui import figures
 from metrics_ui.export import export_url
-from metrics_ui.ranges import check_name
+from metrics_ui.ranges import check_name, check_worker
 from metrics_ui.resolution import bucket_s
 
 dash.register_page(__name__, path_template="/step/<run_id>/<step>", title="Step · Market Spread metrics",
@@ -78,9 +78,10 @@ def refresh_step(_n, choice, from_date, from_time, to_date, to_time, pipeline, w
     try:
         check_name(run, "run id")
         check_name(step, "step")
-        for value, what in ((pipeline, "pipeline"), (worker, "worker")):
-            if value:
-                check_name(value, what)
+        if pipeline:
+            check_name(pipeline, "pipeline")
+        if worker:
+            check_worker(worker)
     except ValueError as e:
         none = "no such run or step"
         return (none, None, figures.empty_figure("Percent of events by latency bin", none),

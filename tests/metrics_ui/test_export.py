@@ -7,7 +7,7 @@ import io
 import pytest
 
 from collector.codec import decode
-from metrics_ui.export import neutralise_cell
+from metrics_ui.export import CSV_HEADER, neutralise_cell
 from metrics_ui.ranges import format_time
 
 from .conftest import NS
@@ -69,23 +69,39 @@ def test_hgrm_matches_the_merged_histogram(ui_app, ui_data, influx_client):
     ("/export/live-1/sink.csv?from=2024-13-01T00:00:00Z", "not a valid date"),
     ("/export/live-1/sink.csv?from=99999999999999999999999", "too large"),
     ("/export/live-1/sink.csv?from=20&to=10", "'to' must be after 'from'"),
-    ("/export/live-1/sink.csv?worker=%3Dcmd|calc", "worker must be"),
-    ("/export/live-1/sink.csv?pipeline=' OR 1=1 --", "pipeline must be"),
+    ("/export/live-1/sink.csv?worker=%3Dcmd|calc", "must be names"),
+    ("/export/live-1/sink.csv?pipeline=' OR 1=1 --", "may use only letters"),
     ("/export/live-1/sink.csv?limit=5", "unknown parameter 'limit'"),
     ("/export/live-1/sink.csv?from=1&from=2", "more than once"),
-    ("/export/live%27--/sink.hgrm", "run must be"),
+    ("/export/live%27--/sink.hgrm", "may use only letters"),
     ("/export/live-1/sink.csv?to=tomorrow", "neither ns since the epoch nor RFC 3339"),
     ("/export/live-1/sink.csv?from=2200-01-01T00:00:00Z", "outside 1970..2100"),
     ("/export/live-1/sink.csv?from=1e9", "neither ns since the epoch nor RFC 3339"),
-    ("/export/live-1/sink.csv?worker=" + "w" * 201, "worker must be"),
-    ("/export/live-1/sink.csv?worker=host%00a", "worker must be"),
-    ("/export/live-1/%3DHYPERLINK(1).csv", "step must be"),
+    ("/export/live-1/sink.csv?worker=" + "w" * 201, "at most 200 are allowed"),
+    ("/export/live-1/sink.csv?worker=host%00a", "control character"),
+    ("/export/live-1/%3DHYPERLINK(1).csv", "may use only letters"),
+    ("/export/live-1%0A/sink.csv", "control character"),                     # a trailing newline
+    ("/export/live-1/sink%0A.csv", "control character"),
+    ("/export/live-1/sink.csv?pipeline=orders%0A", "control character"),
+    ("/export/live-1/sink.csv?worker=host-a/../p0", "looks like a path"),
+    ("/export/..%2Elive/sink.csv", "contains '..'"),
+    ("/export/live-1/sink.csv?worker=host-a//p0", "must be names"),
 ])
 def test_bad_parameters_get_a_clear_400(ui_app, ui_data, url, reason):
     r = ui_app.server.test_client().get(url)
     assert r.status_code == 400
     assert r.mimetype == "text/plain"
     assert reason in r.data.decode() and "Traceback" not in r.data.decode()
+
+
+def test_unknown_run_is_a_404_with_a_reason(ui_app, ui_data):
+    client = ui_app.server.test_client()
+    for url in ("/export/no-such-run/sink.csv", "/export/no-such-run/sink.hgrm"):
+        r = client.get(url)
+        assert r.status_code == 404 and r.mimetype == "text/plain", url
+        assert "no run called 'no-such-run'" in r.data.decode()
+    r = client.get(f"/export/{ui_data.live_run}/no-such-step.csv")     # a run without that step: empty
+    assert r.status_code == 200 and r.data.decode().splitlines() == [",".join(CSV_HEADER)]
 
 
 def test_unreachable_influxdb_is_a_503(tmp_path):

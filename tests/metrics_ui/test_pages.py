@@ -209,9 +209,9 @@ def test_step_page_filters_by_worker_and_picks_a_custom_range(dash_duo, ui_app, 
 def test_bad_run_id_in_the_address_is_a_message(dash_duo, ui_app, ui_data):
     dash_duo.start_server(ui_app, port=_free_port())
     dash_duo.driver.get(dash_duo.server_url + "/run/x%27%20OR%201%3D1")
-    dash_duo.wait_for_contains_text("#job-banner", "run id must be", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#job-banner", "may use only letters", timeout=TIMEOUT)
     dash_duo.driver.get(dash_duo.server_url + "/step/done-1/%3Dcmd")
-    dash_duo.wait_for_contains_text("#step-banner", "step must be", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#step-banner", "step '=cmd' may use only letters", timeout=TIMEOUT)
     assert dash_duo.get_logs() == []
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from metrics_ui.figures import curve_levels
-from metrics_ui.ranges import (NS, TimeRange, anchor_ns, check_name, format_time, is_live,
+from metrics_ui.ranges import (NS, TimeRange, anchor_ns, check_name, check_worker, format_time, is_live,
                                parse_time, resolve_range)
 
 
@@ -37,11 +37,15 @@ def test_relative_ranges_end_at_now_when_live_and_at_the_run_end_when_finished()
         resolve_range("custom", now, str(now), str(now - 1))
 
 
-def test_check_name():
-    assert check_name("host-a/p0", "worker") == "host-a/p0"
-    for bad in ("", "a b", "x'", "=1+1", "a\nb", "x" * 201, "é"):
+def test_names_and_workers_are_checked_by_the_one_validator():
+    assert check_name("run-1", "run") == "run-1"
+    assert check_worker("host-a/p0") == "host-a/p0" and check_worker("host-a.lan/ingress") == "host-a.lan/ingress"
+    for bad in ("", "a b", "x'", "=1+1", "a\nb", "run-1\n", "x" * 201, "é", "a/b", "..", "/abs"):
         with pytest.raises(ValueError):
             check_name(bad, "run")
+    for bad in ("", "host a/p0", "=cmd|calc", "host/../p0", "/p0", "host//p0", "p0\n", "w" * 201, "h\\p0"):
+        with pytest.raises(ValueError):
+            check_worker(bad)
 
 
 def test_curve_levels_reach_five_nines():
