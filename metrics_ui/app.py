@@ -23,7 +23,7 @@ from flask import Flask
 
 from collector.influx import InfluxClient, InfluxConfig
 
-from . import alerts_banner, components, http_guard
+from . import alerts_banner, components, compress, http_guard
 from .auth import AuthConfig, check_bind
 from .auth import install as install_auth
 from .serve import ServeConfig, serve
@@ -69,6 +69,7 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
     server.config["MS_UI"] = config
     http_guard.install(server, http_guard.allowed_hosts(config.bind_host, config.auth.allowed_hosts))
     install_auth(server, config.auth)
+    compress.install(server)
     metrics = MetricsStore(InfluxClient(config.influx))
     server.extensions[components.EXTENSION] = metrics
     server.extensions[EXPORT_EXTENSION] = metrics

@@ -1,0 +1,53 @@
+"""The dashboard's responses are gzip-compressed for browsers that accept it, and only for them."""
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from collector.influx import InfluxConfig
+from collector.influx_server import free_port
+from metrics_ui.app import UiConfig, create_app
+from metrics_ui.compress import accepts_gzip
+
+
+@pytest.mark.parametrize("header,ok", [("gzip, deflate, br", True), ("br;q=1.0, gzip;q=0.8", True), ("*", True),
+                                       ("gzip;q=0", False), ("identity", False), ("", False), (None, False)])
+def test_accept_encoding(header, ok):
+    assert accepts_gzip(header) is ok
+
+
+def _bundle_url(client) -> str:
+    page = client.get("/").get_data(as_text=True)
+    start = page.index("/_dash-component-suites/dash/dcc/dash_core_components.")
+    return page[start:page.index('"', start)]
+
+
+def test_bundles_and_callbacks_are_gzipped_when_asked():
+    app = create_app(UiConfig(influx=InfluxConfig(url=f"http://127.0.0.1:{free_port()}", db="none")))
+    client = app.server.test_client()
+    url = _bundle_url(client)
+    plain = client.get(url)
+    assert plain.status_code == 200 and "Content-Encoding" not in plain.headers
+    packed = client.get(url, headers={"Accept-Encoding": "gzip, deflate"})
+    assert packed.headers["Content-Encoding"] == "gzip" and "Accept-Encoding" in packed.headers["Vary"]
+    assert gzip.decompress(packed.data) == plain.data
+    assert len(packed.data) < len(plain.data) / 2
+    again = client.get(url, headers={"Accept-Encoding": "gzip"})          # served from the compressed cache
+    assert again.data == packed.data
+    # the page itself (HTML) too, and nothing for a client that refuses gzip
+    assert client.get("/", headers={"Accept-Encoding": "gzip"}).headers.get("Content-Encoding") in (None, "gzip")
+    assert "Content-Encoding" not in client.get(url, headers={"Accept-Encoding": "gzip;q=0"}).headers
+
+
+def test_the_browser_receives_compressed_bundles(dash_duo):
+    """Measured as the user's browser sees it: the bundles (plotly's among them) cross the wire compressed."""
+    app = create_app(UiConfig(influx=InfluxConfig(url=f"http://127.0.0.1:{free_port()}", db="none")))
+    dash_duo.start_server(app, port=free_port())
+    dash_duo.wait_for_page(f"{dash_duo.server_url}/compare", timeout=15)      # a page with charts loads plotly
+    dash_duo.wait_for_element("#compare-latency .js-plotly-plot", timeout=15)
+    sizes = dash_duo.driver.execute_script(
+        "return performance.getEntriesByType('resource').filter(r => r.name.includes('_dash-component-suites')"
+        " && r.decodedBodySize > 100000).map(r => [r.name, r.encodedBodySize, r.decodedBodySize]);")
+    assert any("plotly" in name for name, _, _ in sizes), sizes
+    assert all(0 < enc < dec / 2 for _, enc, dec in sizes), sizes
