@@ -35,6 +35,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Protocol, Sequence
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from .background import lower_thread_priority
+from .influx_credentials import credentials_path, default_state_dir, load_credentials, recorded_url
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,31 @@ class InfluxConfig:
                 except ValueError:
                     raise ValueError(f"MS_INFLUX_{name}={env(name)!r} is not a valid {typ.__name__}") from None
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)._without_url_credentials()
+        config = cls(**values)._without_url_credentials()
+        return config._with_project_credentials(environ, url_given="url" in values)
+
+    def _with_project_credentials(self, environ: Mapping[str, str], url_given: bool) -> "InfluxConfig":
+        # The project's own server (no URL given, or the URL it recorded at start) runs with
+        # auth: its admin credentials come from its 0600 file unless some were given. Never
+        # sent to any other URL.
+        if self.user or self.password or self.token:
+            return self
+        state_dir = default_state_dir(environ)
+        if url_given and self.url.rstrip("/") not in (recorded_url(state_dir), DEFAULT_URL):
+            return self
+        creds = load_credentials(credentials_path(state_dir))
+        if creds is None:
+            return self
+        from dataclasses import replace
+        return replace(self, user=creds.user, password=creds.password)
+
+    def as_env(self) -> dict[str, str]:
+        """Return the `MS_INFLUX_*` variables that make `from_env` rebuild this config (for child processes)."""
+        env = {"MS_INFLUX_URL": self.url, "MS_INFLUX_DB": self.db}
+        for key, name in (("user", "USER"), ("password", "PASSWORD"), ("token", "TOKEN")):
+            if getattr(self, key) is not None:
+                env["MS_INFLUX_" + name] = getattr(self, key)
+        return env
 
     def _without_url_credentials(self) -> "InfluxConfig":
         # http://user:pass@host:port moves into user/password so the URL itself can be logged
@@ -119,9 +144,24 @@ class InfluxError(RuntimeError):
         A missing retention policy is not: e.g. a server without `rollup` (no ensure_database)
         rejects the rollups while the 1-s points go on being written.
         """
-        if "retention policy not found" in str(self):
+        if self.policy_missing:
             return False
         return self.status is None or self.status >= 500 or self.status in (401, 403, 404, 408, 429)
+
+    @property
+    def database_missing(self) -> bool:
+        """Whether the server answered that the database does not exist (1.x: HTTP 404)."""
+        return self.status == 404 and "database not found" in str(self)
+
+    @property
+    def policy_missing(self) -> bool:
+        """Whether the server answered that the retention policy written to does not exist."""
+        return "retention policy not found" in str(self)
+
+    @property
+    def denied(self) -> bool:
+        """Whether the server refused the credentials or their privileges (HTTP 401/403)."""
+        return self.status in (401, 403)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -466,6 +506,23 @@ RETENTION_POLICIES = (
 )
 
 
+def setup_statements(db: str, policies: Sequence[RetentionPolicy] = RETENTION_POLICIES) -> list[str]:
+    """Return the InfluxQL an admin runs to create `db` with the project's retention policies."""
+    return [f"CREATE DATABASE {quote_ident(db)}"] + [
+        f"CREATE RETENTION POLICY {quote_ident(rp.name)} ON {quote_ident(db)} DURATION {rp.duration} "
+        f"REPLICATION 1 SHARD DURATION {rp.shard_duration}{' DEFAULT' if rp.default else ''}"
+        for rp in policies]
+
+
+def ensure_policy(client: InfluxClient, name: str) -> bool:
+    """Create the project's retention policy `name` (never as the default) if it is one; return whether."""
+    for rp in RETENTION_POLICIES:
+        if rp.name == name:
+            client.create_retention_policy(rp.name, rp.duration, shard_duration=rp.shard_duration)
+            return True
+    return False
+
+
 def ensure_database(client: InfluxClient, policies: Sequence[RetentionPolicy] = RETENTION_POLICIES) -> None:
     """Create the client's database and its retention policies, or bring them to `policies` (InfluxDB 1.x)."""
     client.create_database()
@@ -477,6 +534,18 @@ def ensure_database(client: InfluxClient, policies: Sequence[RetentionPolicy] = 
             if "already exists" not in str(e):
                 raise
             client.create_retention_policy(rp.name, rp.duration, alter=True, **kw)
+
+
+def describe_failure(e: InfluxError, config: InfluxConfig) -> str:
+    """Say in one line why a request failed: no answer at all, refused credentials, or the server's reason."""
+    if e.status is None:
+        return f"InfluxDB at {config.url} is unreachable ({e})"
+    if e.denied:
+        who = "the token (MS_INFLUX_TOKEN)" if config.token else (
+            f"user {config.user!r} (MS_INFLUX_USER/MS_INFLUX_PASSWORD)" if config.user else "no credentials")
+        return (f"InfluxDB at {config.url} refused {who} ({e}); it needs a user allowed to write to "
+                f"database {config.db!r}")
+    return f"InfluxDB at {config.url} answered but did not take the batch ({e})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -961,6 +1030,40 @@ class InfluxWriter:
             log.warning("metrics writer: %d points cannot be encoded (%s); rejected", bad, err)
             return ("\n".join(lines) + "\n").encode() if lines else b"", len(pts) - bad
 
+    def _write(self, body: bytes, rp: str | None) -> None:
+        """Send one batch; if its database or retention policy is missing, create it (when allowed) and resend."""
+        try:
+            self.client.write_lines(body, rp)
+        except InfluxError as e:
+            if not (e.database_missing or (e.policy_missing and rp)):
+                raise
+            self._set_up(e, rp)
+            self.client.write_lines(body, rp)
+
+    def _set_up(self, e: InfluxError, rp: str | None) -> None:
+        # Telegraf's way: a missing database is created with the project's policies. Raise
+        # one clear error naming what to create when the credentials may not do it.
+        db, url = self.client.config.db, self.client.url
+        try:
+            if e.database_missing:
+                ensure_database(self.client)
+                what = f"database {db!r} with retention policies " + ", ".join(
+                    f"{p.name} ({p.duration}{', default' if p.default else ''})" for p in RETENTION_POLICIES)
+            elif ensure_policy(self.client, rp or ""):
+                what = f"retention policy {rp!r} on database {db!r}"
+            else:
+                raise e
+        except InfluxError as err:
+            if err is e:
+                raise
+            todo = setup_statements(db) if e.database_missing else [
+                s for s in setup_statements(db) if f"POLICY {quote_ident(rp or '')} " in s]
+            raise InfluxError(
+                f"{e}; these credentials cannot create it ({err}): an InfluxDB admin runs "
+                f"`marketspread influxdb init` with MS_INFLUX_URL={url} MS_INFLUX_DB={db}, or: "
+                + "; ".join(todo), e.status) from None
+        log.warning("metrics writer: created %s on %s", what, url)
+
     def _send_live(self, rp: str | None, pts: list[Point]) -> None:
         body, n = self._encode(pts)
         skipped = n - body.count(b"\n")                   # points without a finite field
@@ -974,7 +1077,7 @@ class InfluxWriter:
             return
         t0 = time.perf_counter()
         try:
-            self.client.write_lines(body, rp)
+            self._write(body, rp)
         except InfluxError as e:
             if e.retryable:
                 self._went_down(e)
@@ -995,7 +1098,7 @@ class InfluxWriter:
             return
         f, body = claim
         try:
-            self.client.write_lines(body, f.rp)
+            self._write(body, f.rp)
         except InfluxError as e:
             if e.retryable:
                 self._spool.release(f, done=False)
@@ -1043,7 +1146,8 @@ class InfluxWriter:
             self._retry_at = time.monotonic() + self._backoff
             self._backoff = min(self._backoff * 2, self._backoff_max)
         if was_up:
-            log.warning("metrics writer: InfluxDB unreachable (%s); spooling to %s", e, self.spool_dir)
+            log.warning("metrics writer: %s; spooling to %s and retrying", describe_failure(e, self.client.config),
+                        self.spool_dir)
 
     def _went_up(self) -> None:
         if self._up:
@@ -1052,7 +1156,7 @@ class InfluxWriter:
             self._up = True
             self._backoff = self._backoff_min
             self._drop_warned = False
-        log.warning("metrics writer: InfluxDB at %s reachable again; backfilling %d spooled points",
+        log.warning("metrics writer: InfluxDB at %s takes writes again; backfilling %d spooled points",
                     self.client.url, self._spool.npoints)
 
     def _rejected(self, e: InfluxError, n: int) -> None:
