@@ -29,7 +29,7 @@ import re
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple, Protocol, Sequence
 from urllib.parse import quote, unquote, urlencode, urlsplit
@@ -85,19 +85,17 @@ class InfluxConfig:
         return config._with_project_credentials(environ, url_given="url" in values)
 
     def _with_project_credentials(self, environ: Mapping[str, str], url_given: bool) -> "InfluxConfig":
-        # The project's own server (no URL given, or the URL it recorded at start) runs with
-        # auth: its admin credentials come from its 0600 file unless some were given. Never
-        # sent to any other URL.
-        if self.user or self.password or self.token:
-            return self
+        # Without a URL, the project's own server of the state folder is meant: the port it
+        # runs on, and (it runs with auth) its admin credentials from its 0600 file unless
+        # some were given. They go to no other URL than that server's.
         state_dir = default_state_dir(environ)
-        if url_given and self.url.rstrip("/") not in (recorded_url(state_dir), DEFAULT_URL):
-            return self
+        running = recorded_url(state_dir)
+        config = self if url_given or not running else replace(self, url=running)
+        if config.user or config.password or config.token or \
+                config.url.rstrip("/") not in (running, DEFAULT_URL):
+            return config
         creds = load_credentials(credentials_path(state_dir))
-        if creds is None:
-            return self
-        from dataclasses import replace
-        return replace(self, user=creds.user, password=creds.password)
+        return config if creds is None else replace(config, user=creds.user, password=creds.password)
 
     def as_env(self) -> dict[str, str]:
         """Return the `MS_INFLUX_*` variables that make `from_env` rebuild this config (for child processes)."""
@@ -116,7 +114,6 @@ class InfluxConfig:
         netloc = f"[{host}]" if ":" in host else host
         if parts.port:
             netloc += f":{parts.port}"
-        from dataclasses import replace
         return replace(self, url=parts._replace(netloc=netloc).geturl(),
                        user=self.user or unquote(parts.username or "") or None,
                        password=self.password or unquote(parts.password or "") or None)
@@ -514,11 +511,11 @@ def setup_statements(db: str, policies: Sequence[RetentionPolicy] = RETENTION_PO
         for rp in policies]
 
 
-def ensure_policy(client: InfluxClient, name: str) -> bool:
-    """Create the project's retention policy `name` (never as the default) if it is one; return whether."""
+def ensure_policy(client: InfluxClient, name: str, default: bool = False) -> bool:
+    """Create the project's retention policy `name` if it is one; return whether."""
     for rp in RETENTION_POLICIES:
         if rp.name == name:
-            client.create_retention_policy(rp.name, rp.duration, shard_duration=rp.shard_duration)
+            client.create_retention_policy(rp.name, rp.duration, shard_duration=rp.shard_duration, default=default)
             return True
     return False
 
@@ -1035,7 +1032,7 @@ class InfluxWriter:
         try:
             self.client.write_lines(body, rp)
         except InfluxError as e:
-            if not (e.database_missing or (e.policy_missing and rp)):
+            if not (e.database_missing or e.policy_missing):
                 raise
             self._set_up(e, rp)
             self.client.write_lines(body, rp)
@@ -1049,15 +1046,17 @@ class InfluxWriter:
                 ensure_database(self.client)
                 what = f"database {db!r} with retention policies " + ", ".join(
                     f"{p.name} ({p.duration}{', default' if p.default else ''})" for p in RETENTION_POLICIES)
-            elif ensure_policy(self.client, rp or ""):
-                what = f"retention policy {rp!r} on database {db!r}"
+            # without `rp` the database has no default policy at all (a server with
+            # retention-autocreate off): ours becomes it; a user's own default is never changed
+            elif ensure_policy(self.client, rp or RP_RAW, default=not rp):
+                what = f"retention policy {rp or RP_RAW!r} on database {db!r}"
             else:
                 raise e
         except InfluxError as err:
             if err is e:
                 raise
             todo = setup_statements(db) if e.database_missing else [
-                s for s in setup_statements(db) if f"POLICY {quote_ident(rp or '')} " in s]
+                s for s in setup_statements(db) if f"POLICY {quote_ident(rp or RP_RAW)} " in s]
             raise InfluxError(
                 f"{e}; these credentials cannot create it ({err}): an InfluxDB admin runs "
                 f"`marketspread influxdb init` with MS_INFLUX_URL={url} MS_INFLUX_DB={db}, or: "
