@@ -8,12 +8,14 @@ the standard library only. Three layers:
 - `InfluxClient`: one request per call (`write`, `query`, `ping`, `create_database`,
   `create_retention_policy`); raises `InfluxError` with the server's message.
 - `InfluxWriter`: what the job uses. `add()` only appends to a bounded in-memory queue
-  and returns; a background thread sends batches; while the server is unreachable the
-  batches go to a bounded on-disk spool, which is backfilled (oldest first) as soon as
-  the server answers again, also by the next run.
+  and returns; a background thread sends batches; while the server does not take them
+  the batches go to a bounded on-disk spool, which is backfilled (oldest first) as soon
+  as it does again, also by the next run. A missing database or retention policy is
+  created when the credentials allow it (as Telegraf does), else one error names it.
 
-Configuration comes from `MS_INFLUX_*` environment variables (`InfluxConfig.from_env`);
-credentials are never logged and are redacted from every repr.
+Configuration comes from `MS_INFLUX_*` environment variables (`InfluxConfig.from_env`;
+without a URL, the project's own server with its admin credentials); credentials are
+never logged and are redacted from every repr.
 """
 from __future__ import annotations
 
@@ -509,6 +511,11 @@ def setup_statements(db: str, policies: Sequence[RetentionPolicy] = RETENTION_PO
         f"CREATE RETENTION POLICY {quote_ident(rp.name)} ON {quote_ident(db)} DURATION {rp.duration} "
         f"REPLICATION 1 SHARD DURATION {rp.shard_duration}{' DEFAULT' if rp.default else ''}"
         for rp in policies]
+
+
+def describe_policies(policies: Sequence[RetentionPolicy] = RETENTION_POLICIES) -> str:
+    """Return e.g. "raw (7d, default), rollup (90d)" for a message to the user."""
+    return ", ".join(f"{p.name} ({p.duration}{', default' if p.default else ''})" for p in policies)
 
 
 def ensure_policy(client: InfluxClient, name: str, default: bool = False) -> bool:
@@ -1044,8 +1051,7 @@ class InfluxWriter:
         try:
             if e.database_missing:
                 ensure_database(self.client)
-                what = f"database {db!r} with retention policies " + ", ".join(
-                    f"{p.name} ({p.duration}{', default' if p.default else ''})" for p in RETENTION_POLICIES)
+                what = f"database {db!r} with retention policies {describe_policies()}"
             # without `rp` the database has no default policy at all (a server with
             # retention-autocreate off): ours becomes it; a user's own default is never changed
             elif ensure_policy(self.client, rp or RP_RAW, default=not rp):

@@ -42,10 +42,10 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from .influx import (DEFAULT_DB, DEFAULT_PORT, RETENTION_POLICIES, InfluxClient, InfluxConfig, InfluxError,
+from .influx import (DEFAULT_DB, DEFAULT_PORT, InfluxClient, InfluxConfig, InfluxError, describe_policies,
                      ensure_database, quote_ident, setup_statements)
-from .names import check_name
 from .influx_credentials import AdminCredentials, create_credentials, credentials_path, default_state_dir
+from .names import check_name
 
 log = logging.getLogger(__name__)
 
@@ -424,8 +424,8 @@ def _init(srv: InfluxServer, db: str | None) -> int:
     elif srv.status().running:
         cfg = srv.config()
     else:
-        print(f"influxdb init: set MS_INFLUX_URL, or start the project's server first "
-              f"(marketspread influxdb start)", file=sys.stderr)
+        print("influxdb init: set MS_INFLUX_URL, or start the project's server first "
+              "(marketspread influxdb start)", file=sys.stderr)
         return 1
     client = InfluxClient(cfg)
     try:
@@ -440,6 +440,5 @@ def _init(srv: InfluxServer, db: str | None) -> int:
         return 1
     finally:
         client.close()
-    policies = ", ".join(f"{p.name} ({p.duration}{', default' if p.default else ''})" for p in RETENTION_POLICIES)
-    print(f"database {cfg.db!r} ready at {cfg.url}: retention policies {policies}")
+    print(f"database {cfg.db!r} ready at {cfg.url}: retention policies {describe_policies()}")
     return 0
