@@ -126,10 +126,13 @@ def test_lost_credentials_are_one_clear_error(tmp_path):
     srv.start()
     srv.stop()
     credentials_path(state).unlink()
-    with pytest.raises(RuntimeError, match="refuses the admin credentials") as e:
-        InfluxServer(state, port=0).start()
-    assert "\n" not in str(e.value) and str(credentials_path(state)) in str(e.value)
-    assert not InfluxServer(state).status().running      # not left running
+    try:
+        with pytest.raises(RuntimeError, match="refuses the admin credentials") as e:
+            InfluxServer(state, port=0).start()
+        assert "\n" not in str(e.value) and str(credentials_path(state)) in str(e.value)
+        assert not InfluxServer(state).status().running  # not left running
+    finally:
+        InfluxServer(state).stop()
 
 
 def test_credentials_file_another_user_may_read_is_narrowed(influxdb, tmp_path):
