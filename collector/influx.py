@@ -69,7 +69,11 @@ class InfluxConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ, **overrides: Any) -> "InfluxConfig":
-        """Build from defaults, then `MS_INFLUX_*` variables, then non-None overrides."""
+        """Build from defaults, then `MS_INFLUX_*` variables, then non-None overrides.
+
+        Without a URL it is the project's own server of the state folder (`MS_STATE_DIR`):
+        the port it runs on and, unless credentials are given, its admin's from its 0600 file.
+        """
         env = lambda k: environ.get("MS_INFLUX_" + k) or None  # noqa: E731 - empty means unset
         values: dict[str, Any] = {}
         for key, name in (("url", "URL"), ("db", "DB"), ("user", "USER"), ("password", "PASSWORD"),

@@ -380,7 +380,7 @@ class InfluxServer:
 
 
 # ---------------------------------------------------------------------------------------------
-# command line: marketspread influxdb start|stop|status
+# command line: marketspread influxdb start|stop|status|init
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -396,7 +396,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run `influxdb start|stop|status`; print the URL on start."""
+    """Run `influxdb start|stop|status|init`; print the URL on start."""
     port = args.port if args.port is not None else int(os.environ.get("MS_INFLUX_PORT") or DEFAULT_PORT)
     db = check_name(args.db or os.environ.get("MS_INFLUX_DB") or DEFAULT_DB, "database name")
     srv = InfluxServer(args.state_dir or default_state_dir(), port, db=db)
@@ -417,7 +417,7 @@ def run(args: argparse.Namespace) -> int:
     return 3
 
 
-def _init(srv: InfluxServer, db: str | None) -> int:
+def _init(srv: InfluxServer, db: str) -> int:
     """Create the database and the project's retention policies; one line on success or failure."""
     if os.environ.get("MS_INFLUX_URL"):
         cfg = InfluxConfig.from_env(db=db)
