@@ -34,7 +34,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import e2e  # noqa: E402  (also puts the project root on sys.path)
-from collector.influx import InfluxClient, InfluxConfig  # noqa: E402
+from collector.influx import InfluxClient  # noqa: E402
 from collector.influx_server import InfluxServer  # noqa: E402
 from engine.ingress_log import read_consumed  # noqa: E402
 from engine.metrics_shipper import committed_intervals  # noqa: E402
@@ -76,8 +76,8 @@ def run(args: argparse.Namespace, state_dir: Path) -> dict:
     """Run the whole path with an outage in the middle; return the figures."""
     influx = InfluxServer(state_dir / "influx", port=0, db=DB)
     influx.start()
-    client = InfluxClient(InfluxConfig(url=influx.url, db=DB))
-    env = {"MS_INFLUX_URL": influx.url, "MS_INFLUX_DB": DB, "MS_METRICS": "true"}
+    client = influx.client()
+    env = {**client.config.as_env(), "MS_METRICS": "true"}
     nbbo, orders = e2e.ensure_data(state_dir / "data", args.symbols, args.wide_share)
     cfg = e2e.BenchConfig(mode="throughput" if args.rate is None else "latency", duration=0,
                           warmup=args.warmup, rate=args.rate, symbols=args.symbols,

@@ -266,7 +266,7 @@ def run_arm(cfg: e2e.BenchConfig, pair: int, arm: str, files: dict[str, Path], s
     run_dir = state_dir / f"run-{cfg.mode}-{pair}-{arm}"
     # The same environment in both arms; only the flag differs. A user's MS_METRICS=0
     # must not turn the on arm off (the command line wins over it in the off arm).
-    env = {"MS_INFLUX_URL": client.url, "MS_INFLUX_DB": client.config.db, "MS_METRICS": "true"}
+    env = {**client.config.as_env(), "MS_METRICS": "true"}
     load0, t0 = list(os.getloadavg()), time.monotonic()
     points_before = point_count(client) if arm == "off" else 0
     # influxd runs in a session of its own (collector.influx_server), so its pid is the session id

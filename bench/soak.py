@@ -42,7 +42,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import e2e  # noqa: E402  (also puts the project root on sys.path)
-from collector.influx import InfluxClient, InfluxConfig  # noqa: E402
+from collector.influx import InfluxClient  # noqa: E402
 from collector.influx_server import InfluxServer  # noqa: E402
 from engine.ingress_log import read_consumed, read_head  # noqa: E402
 
@@ -284,13 +284,13 @@ def run_soak(state_dir: Path, duration: float, rate: int, every: float, shards: 
     """
     influx = InfluxServer(state_dir / "influx", port=0, db=DB)
     influx.start()
-    client = InfluxClient(InfluxConfig(url=influx.url, db=DB))
+    client = influx.client()
     nbbo, orders = e2e.ensure_data(state_dir / "data", symbols, 0.1)
     run_dir = state_dir / "run"
     shutil.rmtree(run_dir, ignore_errors=True)
     (run_dir / "logs").mkdir(parents=True)
     fleet = e2e.Fleet(run_dir / "logs", cwd=run_dir,
-                      env={"MS_INFLUX_URL": influx.url, "MS_INFLUX_DB": DB, "MS_METRICS": "true", **(env or {})})
+                      env={**client.config.as_env(), "MS_METRICS": "true", **(env or {})})
     cfg = e2e.BenchConfig(mode="latency", duration=duration, warmup=0, rate=rate, symbols=symbols,
                           wide_share=0.1, master=master, shards=shards, max_rows_per_batch=None,
                           max_backlog=1_000_000, state_dir=str(state_dir))

@@ -237,7 +237,7 @@ def main(argv=None) -> int:
         server = InfluxServer(state, port=0)
         server.start()
         try:
-            config = InfluxConfig(url=server.url, db="bench_ui")
+            config = server.config(db="bench_ui")
             client = InfluxClient(config)
             if done.exists():
                 written = json.loads(done.read_text())

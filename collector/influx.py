@@ -8,12 +8,14 @@ the standard library only. Three layers:
 - `InfluxClient`: one request per call (`write`, `query`, `ping`, `create_database`,
   `create_retention_policy`); raises `InfluxError` with the server's message.
 - `InfluxWriter`: what the job uses. `add()` only appends to a bounded in-memory queue
-  and returns; a background thread sends batches; while the server is unreachable the
-  batches go to a bounded on-disk spool, which is backfilled (oldest first) as soon as
-  the server answers again, also by the next run.
+  and returns; a background thread sends batches; while the server does not take them
+  the batches go to a bounded on-disk spool, which is backfilled (oldest first) as soon
+  as it does again, also by the next run. A missing database or retention policy is
+  created when the credentials allow it (as Telegraf does), else one error names it.
 
-Configuration comes from `MS_INFLUX_*` environment variables (`InfluxConfig.from_env`);
-credentials are never logged and are redacted from every repr.
+Configuration comes from `MS_INFLUX_*` environment variables (`InfluxConfig.from_env`;
+without a URL, the project's own server with its admin credentials); credentials are
+never logged and are redacted from every repr.
 """
 from __future__ import annotations
 
@@ -29,12 +31,13 @@ import re
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple, Protocol, Sequence
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from .background import lower_thread_priority
+from .influx_credentials import credentials_path, default_state_dir, load_credentials, recorded_url
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +69,11 @@ class InfluxConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ, **overrides: Any) -> "InfluxConfig":
-        """Build from defaults, then `MS_INFLUX_*` variables, then non-None overrides."""
+        """Build from defaults, then `MS_INFLUX_*` variables, then non-None overrides.
+
+        Without a URL it is the project's own server of the state folder (`MS_STATE_DIR`):
+        the port it runs on and, unless credentials are given, its admin's from its 0600 file.
+        """
         env = lambda k: environ.get("MS_INFLUX_" + k) or None  # noqa: E731 - empty means unset
         values: dict[str, Any] = {}
         for key, name in (("url", "URL"), ("db", "DB"), ("user", "USER"), ("password", "PASSWORD"),
@@ -80,7 +87,29 @@ class InfluxConfig:
                 except ValueError:
                     raise ValueError(f"MS_INFLUX_{name}={env(name)!r} is not a valid {typ.__name__}") from None
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)._without_url_credentials()
+        config = cls(**values)._without_url_credentials()
+        return config._with_project_credentials(environ, url_given="url" in values)
+
+    def _with_project_credentials(self, environ: Mapping[str, str], url_given: bool) -> "InfluxConfig":
+        # Without a URL, the project's own server of the state folder is meant: the port it
+        # runs on, and (it runs with auth) its admin credentials from its 0600 file unless
+        # some were given. They go to no other URL than that server's.
+        state_dir = default_state_dir(environ)
+        running = recorded_url(state_dir)
+        config = self if url_given or not running else replace(self, url=running)
+        if config.user or config.password or config.token or \
+                config.url.rstrip("/") not in (running, DEFAULT_URL):
+            return config
+        creds = load_credentials(credentials_path(state_dir))
+        return config if creds is None else replace(config, user=creds.user, password=creds.password)
+
+    def as_env(self) -> dict[str, str]:
+        """Return the `MS_INFLUX_*` variables that make `from_env` rebuild this config (for child processes)."""
+        env = {"MS_INFLUX_URL": self.url, "MS_INFLUX_DB": self.db}
+        for key, name in (("user", "USER"), ("password", "PASSWORD"), ("token", "TOKEN")):
+            if getattr(self, key) is not None:
+                env["MS_INFLUX_" + name] = getattr(self, key)
+        return env
 
     def _without_url_credentials(self) -> "InfluxConfig":
         # http://user:pass@host:port moves into user/password so the URL itself can be logged
@@ -91,7 +120,6 @@ class InfluxConfig:
         netloc = f"[{host}]" if ":" in host else host
         if parts.port:
             netloc += f":{parts.port}"
-        from dataclasses import replace
         return replace(self, url=parts._replace(netloc=netloc).geturl(),
                        user=self.user or unquote(parts.username or "") or None,
                        password=self.password or unquote(parts.password or "") or None)
@@ -119,9 +147,24 @@ class InfluxError(RuntimeError):
         A missing retention policy is not: e.g. a server without `rollup` (no ensure_database)
         rejects the rollups while the 1-s points go on being written.
         """
-        if "retention policy not found" in str(self):
+        if self.policy_missing:
             return False
         return self.status is None or self.status >= 500 or self.status in (401, 403, 404, 408, 429)
+
+    @property
+    def database_missing(self) -> bool:
+        """Whether the server answered that the database does not exist (1.x: HTTP 404)."""
+        return self.status == 404 and "database not found" in str(self)
+
+    @property
+    def policy_missing(self) -> bool:
+        """Whether the server answered that the retention policy written to does not exist."""
+        return "retention policy not found" in str(self)
+
+    @property
+    def denied(self) -> bool:
+        """Whether the server refused the credentials or their privileges (HTTP 401/403)."""
+        return self.status in (401, 403)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -466,6 +509,28 @@ RETENTION_POLICIES = (
 )
 
 
+def setup_statements(db: str, policies: Sequence[RetentionPolicy] = RETENTION_POLICIES) -> list[str]:
+    """Return the InfluxQL an admin runs to create `db` with the project's retention policies."""
+    return [f"CREATE DATABASE {quote_ident(db)}"] + [
+        f"CREATE RETENTION POLICY {quote_ident(rp.name)} ON {quote_ident(db)} DURATION {rp.duration} "
+        f"REPLICATION 1 SHARD DURATION {rp.shard_duration}{' DEFAULT' if rp.default else ''}"
+        for rp in policies]
+
+
+def describe_policies(policies: Sequence[RetentionPolicy] = RETENTION_POLICIES) -> str:
+    """Return e.g. "raw (7d, default), rollup (90d)" for a message to the user."""
+    return ", ".join(f"{p.name} ({p.duration}{', default' if p.default else ''})" for p in policies)
+
+
+def ensure_policy(client: InfluxClient, name: str, default: bool = False) -> bool:
+    """Create the project's retention policy `name` if it is one; return whether."""
+    for rp in RETENTION_POLICIES:
+        if rp.name == name:
+            client.create_retention_policy(rp.name, rp.duration, shard_duration=rp.shard_duration, default=default)
+            return True
+    return False
+
+
 def ensure_database(client: InfluxClient, policies: Sequence[RetentionPolicy] = RETENTION_POLICIES) -> None:
     """Create the client's database and its retention policies, or bring them to `policies` (InfluxDB 1.x)."""
     client.create_database()
@@ -477,6 +542,18 @@ def ensure_database(client: InfluxClient, policies: Sequence[RetentionPolicy] = 
             if "already exists" not in str(e):
                 raise
             client.create_retention_policy(rp.name, rp.duration, alter=True, **kw)
+
+
+def describe_failure(e: InfluxError, config: InfluxConfig) -> str:
+    """Say in one line why a request failed: no answer at all, refused credentials, or the server's reason."""
+    if e.status is None:
+        return f"InfluxDB at {config.url} is unreachable ({e})"
+    if e.denied:
+        who = "the token (MS_INFLUX_TOKEN)" if config.token else (
+            f"user {config.user!r} (MS_INFLUX_USER/MS_INFLUX_PASSWORD)" if config.user else "no credentials")
+        return (f"InfluxDB at {config.url} refused {who} ({e}); it needs a user allowed to write to "
+                f"database {config.db!r}")
+    return f"InfluxDB at {config.url} answered but did not take the batch ({e})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -961,6 +1038,41 @@ class InfluxWriter:
             log.warning("metrics writer: %d points cannot be encoded (%s); rejected", bad, err)
             return ("\n".join(lines) + "\n").encode() if lines else b"", len(pts) - bad
 
+    def _write(self, body: bytes, rp: str | None) -> None:
+        """Send one batch; if its database or retention policy is missing, create it (when allowed) and resend."""
+        try:
+            self.client.write_lines(body, rp)
+        except InfluxError as e:
+            if not (e.database_missing or e.policy_missing):
+                raise
+            self._set_up(e, rp)
+            self.client.write_lines(body, rp)
+
+    def _set_up(self, e: InfluxError, rp: str | None) -> None:
+        # Telegraf's way: a missing database is created with the project's policies. Raise
+        # one clear error naming what to create when the credentials may not do it.
+        db, url = self.client.config.db, self.client.url
+        try:
+            if e.database_missing:
+                ensure_database(self.client)
+                what = f"database {db!r} with retention policies {describe_policies()}"
+            # without `rp` the database has no default policy at all (a server with
+            # retention-autocreate off): ours becomes it; a user's own default is never changed
+            elif ensure_policy(self.client, rp or RP_RAW, default=not rp):
+                what = f"retention policy {rp or RP_RAW!r} on database {db!r}"
+            else:
+                raise e
+        except InfluxError as err:
+            if err is e:
+                raise
+            todo = setup_statements(db) if e.database_missing else [
+                s for s in setup_statements(db) if f"POLICY {quote_ident(rp or RP_RAW)} " in s]
+            raise InfluxError(
+                f"{e}; these credentials cannot create it ({err}): an InfluxDB admin runs "
+                f"`marketspread influxdb init` with MS_INFLUX_URL={url} MS_INFLUX_DB={db}, or: "
+                + "; ".join(todo), e.status) from None
+        log.warning("metrics writer: created %s on %s", what, url)
+
     def _send_live(self, rp: str | None, pts: list[Point]) -> None:
         body, n = self._encode(pts)
         skipped = n - body.count(b"\n")                   # points without a finite field
@@ -974,7 +1086,7 @@ class InfluxWriter:
             return
         t0 = time.perf_counter()
         try:
-            self.client.write_lines(body, rp)
+            self._write(body, rp)
         except InfluxError as e:
             if e.retryable:
                 self._went_down(e)
@@ -995,7 +1107,7 @@ class InfluxWriter:
             return
         f, body = claim
         try:
-            self.client.write_lines(body, f.rp)
+            self._write(body, f.rp)
         except InfluxError as e:
             if e.retryable:
                 self._spool.release(f, done=False)
@@ -1043,7 +1155,8 @@ class InfluxWriter:
             self._retry_at = time.monotonic() + self._backoff
             self._backoff = min(self._backoff * 2, self._backoff_max)
         if was_up:
-            log.warning("metrics writer: InfluxDB unreachable (%s); spooling to %s", e, self.spool_dir)
+            log.warning("metrics writer: %s; spooling to %s and retrying", describe_failure(e, self.client.config),
+                        self.spool_dir)
 
     def _went_up(self) -> None:
         if self._up:
@@ -1052,7 +1165,7 @@ class InfluxWriter:
             self._up = True
             self._backoff = self._backoff_min
             self._drop_warned = False
-        log.warning("metrics writer: InfluxDB at %s reachable again; backfilling %d spooled points",
+        log.warning("metrics writer: InfluxDB at %s takes writes again; backfilling %d spooled points",
                     self.client.url, self._spool.npoints)
 
     def _rejected(self, e: InfluxError, n: int) -> None:

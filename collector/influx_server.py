@@ -8,11 +8,17 @@ never touches a system InfluxDB on :8086 or `/var/lib/influxdb`:
     <state_dir>/influxdb/{meta,data,wal}/  the database files
     <state_dir>/influxdb/influxd.pid       pid of the running server
     <state_dir>/influxdb/server.json       pid, ports and URL of the running server
+    <state_dir>/influxdb/credentials.json  admin user and password (0600, generated at first start)
     <state_dir>/logs/influxdb.log          influxd's log
 
 Everything listens on 127.0.0.1 only: HTTP on `port` (default 18086) and the
 backup/restore RPC service on `port + 2` (mirroring 8086/8088). Usage reporting, the
-`_internal` monitor database, pprof and per-request HTTP logs are off. After start the
+`_internal` monitor database, pprof and per-request HTTP logs are off. Authentication is
+on: influxd reflects any `Origin` in its CORS headers, so without it a web page in the
+user's browser could read, write or drop the metrics. At the first start (also of a
+state folder from before authentication) an admin user is created with a random
+password kept in `credentials.json` (0600), which `InfluxConfig.from_env` and
+`InfluxServer.config()` hand to every project process. After start the
 database (default `marketspread`) gets two retention policies (`collector.influx.RETENTION_POLICIES`):
 
     raw      7 days, 1-day shards,  DEFAULT   1-second points written live
@@ -31,11 +37,15 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import NamedTuple
 
-from .influx import DEFAULT_DB, DEFAULT_PORT, InfluxClient, InfluxConfig, ensure_database
+from .influx import (DEFAULT_DB, DEFAULT_PORT, InfluxClient, InfluxConfig, InfluxError, describe_policies,
+                     ensure_database, quote_ident, setup_statements)
+from .influx_credentials import AdminCredentials, create_credentials, credentials_path, default_state_dir
+from .names import check_name
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +80,7 @@ bind-address = "{host}:{rpc_port}"
 [http]
   enabled = true
   bind-address = "{host}:{port}"
-  auth-enabled = false
+  auth-enabled = true
   log-enabled = false
   suppress-write-log = true
   pprof-enabled = false
@@ -166,9 +176,23 @@ class InfluxServer:
         port = info["port"] if info and self._alive(info.get("pid")) else self.port
         return f"http://{self.host}:{port}"
 
+    @property
+    def credentials_path(self) -> Path:
+        return credentials_path(self.state_dir)
+
+    def credentials(self) -> AdminCredentials:
+        """Return the admin's credentials, generating them (0600) if this state folder has none yet."""
+        return create_credentials(self.credentials_path)
+
+    def config(self, **overrides) -> InfluxConfig:
+        """Return the config of this server's database, with its admin credentials."""
+        creds = self.credentials()
+        values = dict(url=self.url, db=self.db, user=creds.user, password=creds.password)
+        return InfluxConfig(**{**values, **overrides})
+
     def client(self, **overrides) -> InfluxClient:
-        """Return a client of this server's database."""
-        return InfluxClient(InfluxConfig(url=self.url, db=self.db, **overrides))
+        """Return a client of this server's database, with its admin credentials."""
+        return InfluxClient(self.config(**overrides))
 
     # -- process bookkeeping
 
@@ -269,9 +293,30 @@ class InfluxServer:
     def _setup(self) -> None:
         client = self.client()
         try:
+            self._ensure_admin(client)
             ensure_database(client)
         finally:
             client.close()
+
+    def _ensure_admin(self, client: InfluxClient) -> None:
+        # InfluxDB 1.x lets anyone create the first admin while there is none; every other
+        # request then needs credentials. A server of a state folder from before
+        # authentication has no user: it gets ours here, at its first start with auth.
+        try:
+            client.query("SHOW USERS")
+            return
+        except InfluxError as e:
+            if "create admin user first" not in str(e):
+                if e.denied:
+                    raise RuntimeError(
+                        f"InfluxDB of {self.state_dir} refuses the admin credentials in {self.credentials_path} "
+                        f"({e}); restore that file, or stop the server and remove {self.root} to start "
+                        "afresh (its metrics are lost)") from None
+                raise
+        creds = self.credentials()
+        password = creds.password.replace("\\", "\\\\").replace("'", "\\'")
+        client.query(f"CREATE USER {quote_ident(creds.user)} WITH PASSWORD '{password}' WITH ALL PRIVILEGES")
+        log.info("InfluxDB: created admin user %r (password in %s)", creds.user, self.credentials_path)
 
     def _log_tail(self, lines: int = 15) -> str:
         try:
@@ -335,17 +380,14 @@ class InfluxServer:
 
 
 # ---------------------------------------------------------------------------------------------
-# command line: marketspread influxdb start|stop|status
-
-
-def _default_state_dir() -> Path:
-    # same rule as engine.config.default_state_dir (collector must not import engine)
-    return Path(os.environ.get("MS_STATE_DIR") or Path(__file__).resolve().parent.parent / ".state")
+# command line: marketspread influxdb start|stop|status|init
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the `influxdb` subcommand's arguments."""
-    parser.add_argument("action", choices=("start", "stop", "status"))
+    parser.add_argument("action", choices=("start", "stop", "status", "init"),
+                        help="init: create the database and the project's retention policies on "
+                             "MS_INFLUX_URL (else on the project's running server)")
     parser.add_argument("--port", type=int, default=None,
                         help=f"HTTP port on 127.0.0.1 (default {DEFAULT_PORT}, MS_INFLUX_PORT; 0 = any free)")
     parser.add_argument("--state-dir", type=Path, default=None, help="state folder (default .state/, MS_STATE_DIR)")
@@ -354,10 +396,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run `influxdb start|stop|status`; print the URL on start."""
+    """Run `influxdb start|stop|status|init`; print the URL on start."""
     port = args.port if args.port is not None else int(os.environ.get("MS_INFLUX_PORT") or DEFAULT_PORT)
-    srv = InfluxServer(args.state_dir or _default_state_dir(), port,
-                       db=args.db or os.environ.get("MS_INFLUX_DB") or DEFAULT_DB)
+    db = check_name(args.db or os.environ.get("MS_INFLUX_DB") or DEFAULT_DB, "database name")
+    srv = InfluxServer(args.state_dir or default_state_dir(), port, db=db)
+    if args.action == "init":
+        return _init(srv, db)
     if args.action == "start":
         st = srv.start(wait=args.wait)
         print(st.url)
@@ -371,3 +415,30 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"InfluxDB not running (state dir {srv.state_dir})")
     return 3
+
+
+def _init(srv: InfluxServer, db: str) -> int:
+    """Create the database and the project's retention policies; one line on success or failure."""
+    if os.environ.get("MS_INFLUX_URL"):
+        cfg = InfluxConfig.from_env(db=db)
+    elif srv.status().running:
+        cfg = srv.config()
+    else:
+        print("influxdb init: set MS_INFLUX_URL, or start the project's server first "
+              "(marketspread influxdb start)", file=sys.stderr)
+        return 1
+    client = InfluxClient(cfg)
+    try:
+        ensure_database(client)
+    except InfluxError as e:
+        if e.status is None:
+            print(f"influxdb init: InfluxDB at {cfg.url} is unreachable ({e})", file=sys.stderr)
+        else:
+            print(f"influxdb init: cannot create database {cfg.db!r} at {cfg.url} ({e}); run it with "
+                  f"MS_INFLUX_USER/MS_INFLUX_PASSWORD of an admin, or have an admin run: "
+                  + "; ".join(setup_statements(cfg.db)), file=sys.stderr)
+        return 1
+    finally:
+        client.close()
+    print(f"database {cfg.db!r} ready at {cfg.url}: retention policies {describe_policies()}")
+    return 0

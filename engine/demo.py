@@ -56,7 +56,8 @@ def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, sym
         from collector.influx_server import InfluxServer
         influx = InfluxServer(cfg.state_dir)
         status = influx.start()
-        os.environ["MS_INFLUX_URL"] = status.url
+        # URL and admin credentials for every child; a user's MS_INFLUX_DB stays
+        os.environ.update(influx.config(db=os.environ.get("MS_INFLUX_DB") or influx.db).as_env())
         print(f"InfluxDB (metrics): {status.url}  database marketspread", flush=True)
     common = ["--host", cfg.host, "--nbbo-port", str(cfg.nbbo_port), "--orders-port", str(cfg.orders_port)]
     procs: list[subprocess.Popen] = []

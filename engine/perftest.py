@@ -108,7 +108,9 @@ class _Influx:
             from collector.influx_server import InfluxServer
             self.server = InfluxServer(state_dir)
             self.started = not self.server.status().running
-            os.environ["MS_INFLUX_URL"] = self.server.start().url
+            self.server.start()
+            # URL and admin credentials for every child; a user's MS_INFLUX_DB stays
+            os.environ.update(self.server.config(db=os.environ.get("MS_INFLUX_DB") or self.server.db).as_env())
         self.config = InfluxConfig.from_env()
         self.client = InfluxClient(self.config)
         if not self.client.ping():

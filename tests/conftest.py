@@ -43,13 +43,24 @@ def influxdb(tmp_path_factory):
         pytest.skip(msg)
     server = InfluxServer(tmp_path_factory.mktemp("influx-state"), port=0)
     server.start()
+    _SERVERS[server.url] = server
     yield server
+    _SERVERS.pop(server.url, None)
     server.stop()
 
 
-def fresh_database(url: str, db: str):
-    """Yield a client of a fresh database `db` (with the raw/rollup policies), dropped afterwards."""
-    client = InfluxClient(InfluxConfig(url=url, db=db))
+_SERVERS: dict[str, InfluxServer] = {}     # URL -> started server: fresh_database(url, db) finds its admin
+
+
+def fresh_database(server: InfluxServer | str, db: str):
+    """Yield an admin client of a fresh database `db` (with the raw/rollup policies), dropped afterwards.
+
+    `server` is an `InfluxServer` or the URL of one the `influxdb` fixture started (its
+    credentials come along); `client.config.as_env()` gives a child process the same access.
+    """
+    if isinstance(server, str):
+        server = _SERVERS.get(server, server)
+    client = server.client(db=db) if isinstance(server, InfluxServer) else InfluxClient(InfluxConfig(url=server, db=db))
     client.query(f'DROP DATABASE "{db}"')
     ensure_database(client)
     yield client
@@ -60,4 +71,4 @@ def fresh_database(url: str, db: str):
 @pytest.fixture
 def influx_client(influxdb, request):
     """A client of a fresh database of its own, dropped afterwards."""
-    yield from fresh_database(influxdb.url, "t_" + re.sub(r"\W", "_", request.node.name)[:60])
+    yield from fresh_database(influxdb, "t_" + re.sub(r"\W", "_", request.node.name)[:60])

@@ -31,8 +31,8 @@ def _wait(pred, timeout: float = 30.0, what: str = "condition"):
 
 
 def test_real_run_fires_then_resolves_and_rules_survive_restart(spark, influx_client, monkeypatch, tmp_path):
-    monkeypatch.setenv("MS_INFLUX_URL", influx_client.config.url)
-    monkeypatch.setenv("MS_INFLUX_DB", influx_client.config.db)
+    for k, v in influx_client.config.as_env().items():       # URL, database and credentials
+        monkeypatch.setenv(k, v)
     monkeypatch.delenv("MS_ALERTS_FILE", raising=False)
     monkeypatch.setenv("MS_WEBHOOK_ALLOW", "127.0.0.1")     # the local receiver: an allowed internal target
     nbbo, orders = tmp_path / "nbbo.msg", tmp_path / "orders.msg"

@@ -32,7 +32,7 @@ def _cap_memory() -> None:
 
 def test_alerts_cli_manages_rules_and_reports_bad_input_in_one_line(influx_client, tmp_path, capsys):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MS_STATE_DIR": str(tmp_path / "state"),
-           "MS_INFLUX_URL": influx_client.config.url, "MS_INFLUX_DB": influx_client.config.db}
+           **influx_client.config.as_env()}
     env.pop("MS_ALERTS_FILE", None)
     ok = _cli(env, "add", "e2e", "p99 > 5ms", "--pipeline", "orders", "--for", "30s",
               "--webhook", "https://user:secret@hooks.example/x?token=t")

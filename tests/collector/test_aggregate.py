@@ -94,13 +94,28 @@ def test_memory_writer_and_client_route_points_by_their_policy(influx_client):
 
 
 def test_a_server_without_the_rollup_policy_still_gets_the_1s_points(influx_client, tmp_path):
-    from collector.influx import RP_ROLLUP, InfluxWriter, Point
-    influx_client.query(f'DROP RETENTION POLICY "{RP_ROLLUP}" ON "{influx_client.config.db}"')
+    from collector.influx import RP_ROLLUP, InfluxClient, InfluxWriter, Point
+    from dataclasses import replace
+    db = influx_client.config.db
+    influx_client.query(f'DROP RETENTION POLICY "{RP_ROLLUP}" ON "{db}"')
+    # a user who may write but not create the policy: the rollups are rejected, the 1-s points flow
+    influx_client.query("CREATE USER \"t_writer\" WITH PASSWORD 't-writer-pw'")
+    influx_client.query(f'GRANT WRITE ON "{db}" TO "t_writer"')
     t = time.time_ns() // S * S
-    with InfluxWriter(influx_client, tmp_path / "spool") as w:
-        for i in range(3):
-            w.add([Point("m", {"k": "a"}, {"v": i}, t + i * S), Point("m", {"k": "a"}, {"v": i}, t, RP_ROLLUP)])
-            assert w.flush(10)
-        st = w.stats()
+    try:
+        writer_only = InfluxClient(replace(influx_client.config, user="t_writer", password="t-writer-pw"))
+        with InfluxWriter(writer_only, tmp_path / "spool") as w:
+            for i in range(3):
+                w.add([Point("m", {"k": "a"}, {"v": i}, t + i * S), Point("m", {"k": "a"}, {"v": i}, t, RP_ROLLUP)])
+                assert w.flush(10)
+            st = w.stats()
+    finally:
+        influx_client.query('DROP USER "t_writer"')
     assert influx_client.query('SELECT count("v") FROM "m"')[0].values[0][1] == 3
     assert st.points_rejected == 3 and st.points_spooled == 0 and st.points_written == 3
+    # one who may (the admin): the policy is created and the rollups land too
+    with InfluxWriter(influx_client, tmp_path / "spool") as w:
+        w.add(Point("m", {"k": "a"}, {"v": 9}, t, RP_ROLLUP))
+        assert w.flush(10)
+        assert w.stats().points_written == 1
+    assert influx_client.query(f'SELECT "v" FROM "{RP_ROLLUP}"."m"')[0].values == [[t, 9]]

@@ -18,8 +18,8 @@ from engine.tools.generate import generate
 
 @pytest.fixture
 def metrics_env(influx_client, monkeypatch):
-    monkeypatch.setenv("MS_INFLUX_URL", influx_client.config.url)
-    monkeypatch.setenv("MS_INFLUX_DB", influx_client.config.db)
+    for k, v in influx_client.config.as_env().items():       # URL, database and credentials
+        monkeypatch.setenv(k, v)
     return influx_client
 
 

@@ -46,8 +46,8 @@ def real_run(spark, real_client, tmp_path_factory):
     nbbo, orders = d / "nbbo.msg", d / "orders.msg"
     generate(nbbo, orders, symbols=350, nbbo=40_000, orders=40_000, wide_share=0.1, seed=7)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MS_INFLUX_URL", real_client.config.url)
-        mp.setenv("MS_INFLUX_DB", real_client.config.db)
+        for k, v in real_client.config.as_env().items():     # URL, database and credentials
+            mp.setenv(k, v)
         cfg = Config.from_env(state_dir=d / "state", max_rows_per_batch=10_000)
         rep = replay([nbbo], [orders], d / "out.msg", cfg, run_id=RUN, spark=spark)
     assert rep.accepted == 80_350 and rep.metrics.points_dropped == 0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.influx import InfluxClient, InfluxConfig, ensure_database
+from collector.influx import InfluxClient, ensure_database
 from engine.bench_record import RunRecord, record_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ class BenchDone:
 @pytest.fixture(scope="session")
 def bench_db(influxdb):
     """A database of its own on the test InfluxDB server."""
-    client = InfluxClient(InfluxConfig(url=influxdb.url, db="t_perfruns"))
+    client = influxdb.client(db="t_perfruns")
     client.query('DROP DATABASE "t_perfruns"')
     ensure_database(client)
     yield client
@@ -48,7 +48,7 @@ def bench_db(influxdb):
 
 def run_bench_cli(args: list[str], client: InfluxClient, timeout: float = BENCH_TIMEOUT) -> subprocess.CompletedProcess:
     """Run `marketspread bench ARGS` as a user would, writing to the test database."""
-    env = {**os.environ, "MS_INFLUX_URL": client.config.url, "MS_INFLUX_DB": client.config.db,
+    env = {**os.environ, **client.config.as_env(),
            "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
     return subprocess.run([sys.executable, "-m", "engine", "bench", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)

@@ -37,8 +37,7 @@ def test_influxdb_outage_of_30_s_mid_run_is_backfilled_with_no_missing_interval(
     data.mkdir()
     nbbo, orders = data / "nbbo.msg", data / "orders.msg"
     generate(nbbo, orders, symbols=350, nbbo=100_000, orders=100_000, wide_share=0.1, seed=29)
-    fleet = fleet_for(tmp_path, {"MS_INFLUX_URL": influx_client.config.url,
-                                 "MS_INFLUX_DB": influx_client.config.db})
+    fleet = fleet_for(tmp_path, influx_client.config.as_env())
     log_dir = state / "ingress"
     try:
         ingress, ports = start_ingress(fleet, state)

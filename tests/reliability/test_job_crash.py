@@ -37,8 +37,7 @@ def test_job_sigkilled_three_times_during_a_live_run_stays_exact(influx_client, 
     data.mkdir()
     nbbo, orders = data / "nbbo.msg", data / "orders.msg"
     generate(nbbo, orders, symbols=350, nbbo=100_000, orders=100_000, wide_share=0.1, seed=17)
-    fleet = fleet_for(tmp_path, {"MS_INFLUX_URL": influx_client.config.url,
-                                 "MS_INFLUX_DB": influx_client.config.db})
+    fleet = fleet_for(tmp_path, influx_client.config.as_env())
     log_dir = state / "ingress"
     rng = np.random.default_rng(int(time.time()))
     restarts_ns: list[int] = []

@@ -9,7 +9,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from collector.influx import InfluxClient, InfluxConfig, InfluxWriter
+from collector.influx import InfluxClient, InfluxWriter
 from collector.testing import MemoryWriter
 from spark_listener import BatchProgress, SparkMetricsListener
 from spark_listener.listener import offset_seq, parse_timestamp_ns, progress_record
@@ -211,7 +211,7 @@ def test_real_query_writes_progress_and_run_to_influxdb(spark, influx_client, tm
     generate(nbbo, orders, symbols=50, nbbo=4_000, orders=4_000, seed=5)
     cfg = Config.from_env(state_dir=tmp_path / "state", max_rows_per_batch=2_000)
     run = "listener-it-" + uuid.uuid4().hex[:6]
-    client = InfluxClient(InfluxConfig(url=influx_client.config.url, db=influx_client.config.db))
+    client = InfluxClient(influx_client.config)
     writer = InfluxWriter(client, tmp_path / "spool").start()
     # The source reports no latest offset (a simple stream reader): the ingress' head does.
     log_dir = cfg.state_dir / "replays" / run / "ingress"
