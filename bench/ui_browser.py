@@ -168,11 +168,7 @@ def measure_live(driver, base: str, client: InfluxClient, seconds: float) -> dic
 
 
 def _start_ui(config: InfluxConfig, port: int, log_path: Path) -> subprocess.Popen:
-    env = {**os.environ, "MS_INFLUX_URL": config.url, "MS_INFLUX_DB": config.db, "PYTHONPATH": str(ROOT)}
-    for key, value in (("MS_INFLUX_USER", config.user), ("MS_INFLUX_PASSWORD", config.password),
-                       ("MS_INFLUX_TOKEN", config.token)):
-        if value:
-            env[key] = value
+    env = {**os.environ, **config.as_env(), "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "engine", "ui", "--port", str(port)], cwd=ROOT, env=env,
                             stdout=log_path.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 60
@@ -205,8 +201,7 @@ def main(argv=None) -> int:
         server.start()
         ui = driver = None
         try:
-            config = getattr(server, "client_config", None)
-            config = config("bench_ui") if callable(config) else InfluxConfig(url=server.url, db="bench_ui")
+            config = server.config(db="bench_ui")
             client = InfluxClient(config)
             if done.exists():
                 written = json.loads(done.read_text())
