@@ -13,13 +13,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import dash
 from dash import Dash, dcc, html
-from flask import Flask
+from flask import Flask, request
 
 from collector.influx import InfluxClient, InfluxConfig
 
@@ -96,7 +97,35 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
     ])
     alerts_banner.register(app)
     http_guard.install_callback_check(server, lambda: app.callback_map)
+    _install_not_found(server)
     return app
+
+
+def _page_patterns() -> list[re.Pattern]:
+    """Return one pattern per registered page (`/run/<run_id>` matches one path segment per field)."""
+    out = []
+    for page in dash.page_registry.values():
+        template = page.get("path_template") or page["path"]
+        parts = re.split(r"(<[^>/]+>)", template)
+        out.append(re.compile("".join("[^/]+" if p.startswith("<") else re.escape(p) for p in parts) + "/?"))
+    return out
+
+
+def _install_not_found(server: Flask) -> None:
+    """Answer a path that is no page with 404 (Dash serves its page shell, showing its own
+    "not found", with 200 for any path; a bookmark or a crawler should see the status)."""
+    patterns: list[re.Pattern] = []
+
+    @server.after_request
+    def _not_found(response):
+        if (request.method != "GET" or response.status_code != 200 or response.mimetype != "text/html"
+                or request.path.startswith(("/_dash-", "/_favicon", "/assets/", "/export/"))):
+            return response
+        if not patterns:
+            patterns.extend(_page_patterns())
+        if not any(p.fullmatch(request.path) for p in patterns):
+            response.status_code = 404
+        return response
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -4,10 +4,13 @@
                                     value_from_ns, value_to_ns, count, cumulative_percent
     GET /export/<run>/<step>.hgrm   HdrHistogram percentile distribution text (values in µs)
 
-Optional query parameters: `from`, `to` (ns since the epoch or RFC 3339; default the whole
-run, `to` defaults to now), `worker`, `pipeline`. Every parameter is validated (names by
-`collector.names`); a bad one gets a 400 with a plain-text reason, a run InfluxDB has no
-data of a 404, an unreachable InfluxDB a 503, never a traceback.
+Optional query parameters: `from`, `to` (RFC 3339, or epoch numbers with a unit: a suffix
+`1700000000s`/`ms`/`us`/`ns`, or `from_s`, `from_ms`, `to_s`, `to_ms`; a bare number must be
+ns-sized; default the whole run, `to` defaults to now), `worker`, `pipeline`. The
+`X-Export-Range` header says the range used and how each time was read. Every parameter is
+validated (names by `collector.names`); a bad one gets a 400 with a plain-text reason; a run,
+step, pipeline or worker with no data, or another format, a 404 naming what exists; an
+unreachable InfluxDB a 503; never a traceback.
 The counts of the CSV sum to the events of the step in the range.
 """
 from __future__ import annotations
@@ -22,11 +25,14 @@ from collector.codec import to_hgrm
 from collector.influx import InfluxError
 
 from .data import MetricsStore
-from .ranges import TimeRange, check_name, check_worker, parse_time
+from .ranges import ParsedTime, TimeRange, check_name, check_worker, format_time, read_time
 
 bp = Blueprint("metrics_ui_export", __name__)
 EXTENSION = "metrics_ui"                 # key of the MetricsStore in app.extensions
-ALLOWED_PARAMS = {"from", "to", "worker", "pipeline"}
+FORMATS = ("csv", "hgrm")
+TIME_PARAMS = {f"{edge}{unit}": (edge, unit.lstrip("_") or None)
+               for edge in ("from", "to") for unit in ("", "_s", "_ms", "_us", "_ns")}
+ALLOWED_PARAMS = set(TIME_PARAMS) | {"worker", "pipeline"}
 CSV_HEADER = ("value_from_ns", "value_to_ns", "count", "cumulative_percent")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -44,7 +50,7 @@ def export_url(run: str, step: str, fmt: str, rng: TimeRange | None = None, work
     from urllib.parse import quote, urlencode
     params: dict[str, str] = {}
     if rng is not None:
-        params.update({"from": str(rng.start_ns), "to": str(rng.end_ns)})
+        params.update({"from": f"{rng.start_ns}ns", "to": f"{rng.end_ns}ns"})
     if worker:
         params["worker"] = worker
     if pipeline:
@@ -57,11 +63,26 @@ def _bad(message: str, status: int = 400) -> Response:
     return Response(message + "\n", status=status, mimetype="text/plain")
 
 
+def _edge(edge: str) -> ParsedTime | None:
+    """Return the time given for `from` or `to` (in any of its spellings), None if not given."""
+    given = [(key, unit) for key, (e, unit) in TIME_PARAMS.items() if e == edge and request.args.get(key)]
+    if len(given) > 1:
+        raise ValueError(f"give '{edge}' once, not as {' and '.join(k for k, _ in given)}")
+    if not given:
+        return None
+    key, unit = given[0]
+    try:
+        return read_time(request.args[key], unit)
+    except ValueError as e:
+        raise ValueError(f"{key}: {e}") from None
+
+
 def _parse(run: str, step: str):
-    """Return (run, step, range, worker, pipeline) or raise ValueError with the reason."""
+    """Return (run, step, range, worker, pipeline, how the times were read) or raise ValueError."""
     unknown = sorted(set(request.args) - ALLOWED_PARAMS)
     if unknown:
-        raise ValueError(f"unknown parameter {unknown[0][:40]!r}; allowed: from, to, worker, pipeline")
+        raise ValueError(f"unknown parameter {unknown[0][:40]!r}; allowed: from, to (or from_s, from_ms, "
+                         "to_s, to_ms, ...), worker, pipeline")
     for key in request.args:
         if len(request.args.getlist(key)) > 1:
             raise ValueError(f"parameter {key!r} given more than once")
@@ -73,26 +94,45 @@ def _parse(run: str, step: str):
         check_worker(worker)
     if pipeline is not None:
         check_name(pipeline, "pipeline")
-    start = parse_time(request.args["from"]) if request.args.get("from") else 0
-    end = parse_time(request.args["to"]) if request.args.get("to") else time.time_ns() + 1
-    if end <= start:
+    start, end = _edge("from"), _edge("to")
+    rng = TimeRange(start.ns if start else 0, end.ns if end else time.time_ns() + 1)
+    if rng.end_ns <= rng.start_ns:
         raise ValueError("'to' must be after 'from'")
-    return run, step, TimeRange(start, end), worker, pipeline
+    said = (f"from {format_time(rng.start_ns)} ({start.read_as if start else 'the beginning'}) "
+            f"to {format_time(rng.end_ns)} ({end.read_as if end else 'now'})")
+    return run, step, rng, worker, pipeline, said
+
+
+def _missing(store: MetricsStore, run: str, step: str, worker: str | None, pipeline: str | None) -> str | None:
+    """Return why there is nothing to export (an unknown run, step, pipeline or worker), None if all exist."""
+    if store.run(run, time.time_ns()) is None:
+        return f"no run called {run!r}"
+    steps = store.steps(run)
+    if step not in steps:
+        return f"run {run!r} has no step {step!r}; its steps: {', '.join(steps)}"
+    pipelines, workers = store.step_filters(run, step)
+    if pipeline is not None and pipeline not in pipelines:
+        return f"step {step!r} of run {run!r} has no pipeline {pipeline!r}; its pipelines: {', '.join(pipelines)}"
+    if worker is not None and worker not in workers:
+        return f"step {step!r} of run {run!r} has no worker {worker!r}; its workers: {', '.join(workers)}"
+    return None
 
 
 def _histogram(run: str, step: str):
     try:
-        run, step, rng, worker, pipeline = _parse(run, step)
+        run, step, rng, worker, pipeline, said = _parse(run, step)
     except ValueError as e:
-        return None, _bad(f"bad request: {e}")
+        return None, None, _bad(f"bad request: {e}")
     store: MetricsStore = current_app.extensions[EXTENSION]
     try:
         hist = store.step_histogram(run, step, rng, pipeline=pipeline, worker=worker)
-        if hist.total_count == 0 and store.run(run, time.time_ns()) is None:
-            return None, _bad(f"not found: no run called {run!r}", 404)
-        return hist, None
+        if hist.total_count == 0:
+            why = _missing(store, run, step, worker, pipeline)
+            if why:
+                return None, None, _bad(f"not found: {why}", 404)
+        return hist, said, None
     except InfluxError:
-        return None, _bad(f"InfluxDB at {store.client.url} is unreachable or failed; try again", 503)
+        return None, None, _bad(f"InfluxDB at {store.client.url} is unreachable or failed; try again", 503)
 
 
 def _filename(run: str, step: str, ext: str) -> str:
@@ -103,7 +143,7 @@ def _filename(run: str, step: str, ext: str) -> str:
 @bp.get("/export/<run>/<step>.csv")
 def export_csv(run: str, step: str) -> Response:
     """Download a step's histogram over a range as CSV, one row per bucket."""
-    hist, error = _histogram(run, step)
+    hist, said, error = _histogram(run, step)
     if error is not None:
         return error
     out = io.StringIO()
@@ -115,14 +155,22 @@ def export_csv(run: str, step: str) -> Response:
         writer.writerow([neutralise_cell(v) for v in
                          (b.value_from_ns, b.value_to_ns, b.count, f"{100.0 * cumulative / total:.6f}")])
     return Response(out.getvalue(), mimetype="text/csv",
-                    headers={"Content-Disposition": f'attachment; filename="{_filename(run, step, "csv")}"'})
+                    headers={"Content-Disposition": f'attachment; filename="{_filename(run, step, "csv")}"',
+                             "X-Export-Range": said})
 
 
 @bp.get("/export/<run>/<step>.hgrm")
 def export_hgrm(run: str, step: str) -> Response:
     """Download a step's histogram over a range as an HdrHistogram .hgrm text (µs)."""
-    hist, error = _histogram(run, step)
+    hist, said, error = _histogram(run, step)
     if error is not None:
         return error
     return Response(to_hgrm(hist, value_unit_ratio=1e3), mimetype="text/plain",
-                    headers={"Content-Disposition": f'attachment; filename="{_filename(run, step, "hgrm")}"'})
+                    headers={"Content-Disposition": f'attachment; filename="{_filename(run, step, "hgrm")}"',
+                             "X-Export-Range": said})
+
+
+@bp.get("/export/<path:rest>")
+def export_other(rest: str) -> Response:
+    """Anything else under /export/ is not found (rather than the app's page with a 200)."""
+    return _bad(f"not found: exports are /export/<run>/<step>.{{{','.join(FORMATS)}}}", 404)

@@ -33,18 +33,45 @@ class TimeRange(NamedTuple):
         return (self.end_ns - self.start_ns) / NS
 
 
-def parse_time(text: str) -> int:
-    """Parse ns since the epoch (digits) or an RFC 3339 time into ns; raise ValueError with a reason."""
+_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": NS}
+_EPOCH = re.compile(r"^(\d+)(ns|us|µs|ms|s)?$")
+#: A bare number this large is ns since the epoch (1973 onwards); smaller ones need a unit,
+#: or seconds would silently be read as ns (a date in January 1970).
+BARE_NS_FROM = 10**17
+
+
+class ParsedTime(NamedTuple):
+    """A parsed time and how it was read ("ns since the epoch", "RFC 3339", ...), to tell the user."""
+    ns: int
+    read_as: str
+
+
+def read_time(text: str, unit: str | None = None) -> ParsedTime:
+    """Parse RFC 3339, or epoch digits with a unit (`unit`, a suffix like `1700000000s`, or ns when
+    the bare number is large enough); raise ValueError with a reason."""
     text = text.strip()
-    if text.isdigit():
-        if len(text) > 20:
+    m = _EPOCH.match(text)
+    if m:
+        digits, suffix = m.group(1), m.group(2)
+        if len(digits) > 20:
             raise ValueError(f"time {text[:24]!r} is too large")
-        ns = int(text)
+        if unit and suffix and unit != suffix:
+            raise ValueError(f"time {text[:24]!r} has unit {suffix!r} but the parameter says {unit!r}")
+        unit = unit or suffix
+        if unit is None:
+            if int(digits) < BARE_NS_FROM:
+                raise ValueError(f"time {text[:24]!r} needs a unit: a suffix (s, ms, us, ns) or from_s=/from_ms=, "
+                                 "or an RFC 3339 time; bare numbers are ns since the epoch")
+            unit = "ns"
+        ns = int(digits) * _UNITS[unit]
+        read_as = {"ns": "ns", "us": "µs", "µs": "µs", "ms": "ms", "s": "seconds"}[unit] + " since the epoch"
     else:
+        if unit:
+            raise ValueError(f"time {text[:40]!r} is not a number of {unit}")
         m = _RFC3339.match(text)
         if not m:
-            raise ValueError(f"time {text[:40]!r} is neither ns since the epoch nor RFC 3339 "
-                             "(e.g. 2024-05-01T12:00:00Z)")
+            raise ValueError(f"time {text[:40]!r} is neither RFC 3339 (e.g. 2024-05-01T12:00:00Z) nor a number "
+                             "with a unit (e.g. 1714564800s)")
         frac = (m.group(7) or "").ljust(9, "0")
         tz = m.group(8).upper()
         iso = f"{m.group(1)}-{m.group(2)}-{m.group(3)}T{m.group(4)}:{m.group(5)}:{m.group(6)}"
@@ -54,9 +81,15 @@ def parse_time(text: str) -> int:
         except ValueError as e:
             raise ValueError(f"time {text[:40]!r} is not a valid date: {e}") from None
         ns = int(dt.timestamp()) * NS + int(frac)
+        read_as = "RFC 3339"
     if not _MIN_NS <= ns <= _MAX_NS:
         raise ValueError(f"time {text[:40]!r} is outside 1970..2100")
-    return ns
+    return ParsedTime(ns, read_as)
+
+
+def parse_time(text: str) -> int:
+    """Parse a time as `read_time` does; return ns since the epoch."""
+    return read_time(text).ns
 
 
 def format_time(ns: int) -> str:
@@ -111,6 +144,11 @@ def anchor_ns(last_ns: int, now_ns: int) -> int:
     return now_ns if is_live(last_ns, now_ns) else last_ns + NS
 
 
+def _picked(text: str) -> int:
+    """A custom range's time: the picker's RFC 3339 text, or the ns the pages keep it as."""
+    return read_time(text, "ns" if text.strip().isdigit() else None).ns
+
+
 def resolve_range(choice: str | None, anchor: int, custom_from: str | None = None,
                   custom_to: str | None = None) -> TimeRange:
     """Turn the picker's choice (and custom times) into a TimeRange; raise ValueError with a reason."""
@@ -119,8 +157,8 @@ def resolve_range(choice: str | None, anchor: int, custom_from: str | None = Non
     if choice == RANGE_CUSTOM:
         if not custom_from:
             raise ValueError("custom range: pick a start date and time")
-        start = parse_time(custom_from)
-        end = parse_time(custom_to) if custom_to else anchor
+        start = _picked(custom_from)
+        end = _picked(custom_to) if custom_to else anchor
         if end <= start:
             raise ValueError("custom range: the end must be after the start")
         return TimeRange(start, end)

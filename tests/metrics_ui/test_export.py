@@ -39,7 +39,9 @@ def test_csv_range_and_filters(ui_app, ui_data, influx_client):
     by_ns = _csv(client, f"/export/{ui_data.live_run}/sink.csv?from={start}&to={start + 10 * NS}")
     by_iso = _csv(client, f"/export/{ui_data.live_run}/sink.csv?from={format_time(start)}"
                           f"&to={format_time(start + 10 * NS)}")
-    assert by_ns == by_iso
+    by_unit = _csv(client, f"/export/{ui_data.live_run}/sink.csv?from={start // 1_000_000}ms"
+                           f"&to_s={(start + 10 * NS) // NS}")
+    assert by_ns == by_iso == by_unit
     expected = influx_client.query(
         'SELECT sum("count") FROM latency WHERE run=$r AND step=\'sink\' AND time >= $a AND time < $b',
         {"r": ui_data.live_run, "a": format_time(start), "b": format_time(start + 10 * NS)})[0].values[0][1]
@@ -47,8 +49,21 @@ def test_csv_range_and_filters(ui_app, ui_data, influx_client):
     p0 = _csv(client, f"/export/{ui_data.live_run}/sink.csv?worker=host-a/p0&pipeline=orders")
     p1 = _csv(client, f"/export/{ui_data.live_run}/sink.csv?worker=host-a/p1")
     assert 0 < sum(int(r[2]) for r in p0) < sum(int(r[2]) for r in p1) < ui_data.live_totals["sink"]
-    assert _csv(client, f"/export/{ui_data.live_run}/sink.csv?worker=nobody") == []
 
+
+
+def test_export_says_how_it_read_the_times(ui_app, ui_data):
+    """Epoch seconds are never silently read as ns: a unit is needed, and the answer says what it used."""
+    client = ui_app.server.test_client()
+    start_s = ui_data.live_start_ns // NS
+    r = client.get(f"/export/{ui_data.live_run}/sink.csv?from={start_s}")         # seconds, no unit
+    assert r.status_code == 400 and "needs a unit" in r.data.decode()
+    r = client.get(f"/export/{ui_data.live_run}/sink.csv?from_s={start_s}&to={ui_data.live_start_ns + 5 * NS}")
+    assert r.status_code == 200
+    said = r.headers["X-Export-Range"]
+    assert f"from {format_time(start_s * NS)} (seconds since the epoch)" in said and "(ns since the epoch)" in said
+    r = client.get(f"/export/{ui_data.live_run}/sink.hgrm?from={format_time(ui_data.live_start_ns)}")
+    assert "(RFC 3339)" in r.headers["X-Export-Range"] and "(now)" in r.headers["X-Export-Range"]
 
 def test_hgrm_matches_the_merged_histogram(ui_app, ui_data, influx_client):
     r = ui_app.server.test_client().get(f"/export/{ui_data.done_run}/start-to-end.hgrm")
@@ -65,18 +80,22 @@ def test_hgrm_matches_the_merged_histogram(ui_app, ui_data, influx_client):
 
 
 @pytest.mark.parametrize("url, reason", [
-    ("/export/live-1/sink.csv?from=yesterday", "neither ns since the epoch nor RFC 3339"),
+    ("/export/live-1/sink.csv?from=yesterday", "neither RFC 3339"),
     ("/export/live-1/sink.csv?from=2024-13-01T00:00:00Z", "not a valid date"),
     ("/export/live-1/sink.csv?from=99999999999999999999999", "too large"),
-    ("/export/live-1/sink.csv?from=20&to=10", "'to' must be after 'from'"),
+    ("/export/live-1/sink.csv?from=20s&to=10s", "'to' must be after 'from'"),
+    ("/export/live-1/sink.csv?from=1700000000", "needs a unit"),
+    ("/export/live-1/sink.csv?from_s=17e8", "not a number of s"),
+    ("/export/live-1/sink.csv?from=5s&from_ms=5000", "give 'from' once"),
+    ("/export/live-1/sink.csv?from_ms=5s", "has unit 's' but the parameter says 'ms'"),
     ("/export/live-1/sink.csv?worker=%3Dcmd|calc", "must be names"),
     ("/export/live-1/sink.csv?pipeline=' OR 1=1 --", "may use only letters"),
     ("/export/live-1/sink.csv?limit=5", "unknown parameter 'limit'"),
     ("/export/live-1/sink.csv?from=1&from=2", "more than once"),
     ("/export/live%27--/sink.hgrm", "may use only letters"),
-    ("/export/live-1/sink.csv?to=tomorrow", "neither ns since the epoch nor RFC 3339"),
+    ("/export/live-1/sink.csv?to=tomorrow", "neither RFC 3339"),
     ("/export/live-1/sink.csv?from=2200-01-01T00:00:00Z", "outside 1970..2100"),
-    ("/export/live-1/sink.csv?from=1e9", "neither ns since the epoch nor RFC 3339"),
+    ("/export/live-1/sink.csv?from=1e9", "neither RFC 3339"),
     ("/export/live-1/sink.csv?worker=" + "w" * 201, "at most 200 are allowed"),
     ("/export/live-1/sink.csv?worker=host%00a", "control character"),
     ("/export/live-1/%3DHYPERLINK(1).csv", "may use only letters"),
@@ -100,8 +119,15 @@ def test_unknown_run_is_a_404_with_a_reason(ui_app, ui_data):
         r = client.get(url)
         assert r.status_code == 404 and r.mimetype == "text/plain", url
         assert "no run called 'no-such-run'" in r.data.decode()
-    r = client.get(f"/export/{ui_data.live_run}/no-such-step.csv")     # a run without that step: empty
-    assert r.status_code == 200 and r.data.decode().splitlines() == [",".join(CSV_HEADER)]
+    live = ui_data.live_run
+    for url, reason in ((f"/export/{live}/no-such-step.csv", "has no step 'no-such-step'; its steps: ingress"),
+                        (f"/export/{live}/sink.csv?worker=nobody", "has no worker 'nobody'; its workers: host-a/p0"),
+                        (f"/export/{live}/sink.hgrm?pipeline=bids", "has no pipeline 'bids'; its pipelines: "),
+                        (f"/export/{live}/sink.json", "exports are /export/<run>/<step>.{csv,hgrm}"),
+                        (f"/export/{live}/sink", "exports are")):
+        r = client.get(url)
+        assert r.status_code == 404 and r.mimetype == "text/plain", url
+        assert reason in r.data.decode(), (url, r.data)
 
 
 def test_unreachable_influxdb_is_a_503(tmp_path):

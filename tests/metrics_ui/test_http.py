@@ -1,4 +1,4 @@
-"""The dashboard's responses are gzip-compressed for browsers that accept it, and only for them."""
+"""HTTP as a browser sees it: gzip for those that accept it, 404 for what is not a page."""
 from __future__ import annotations
 
 import gzip
@@ -51,3 +51,14 @@ def test_the_browser_receives_compressed_bundles(dash_duo):
         " && r.decodedBodySize > 100000).map(r => [r.name, r.encodedBodySize, r.decodedBodySize]);")
     assert any("plotly" in name for name, _, _ in sizes), sizes
     assert all(0 < enc < dec / 2 for _, enc, dec in sizes), sizes
+
+
+def test_unknown_pages_are_404_and_pages_200():
+    """A mistyped URL tells the browser (and a bookmark checker) it is not found; real pages are 200."""
+    app = create_app(UiConfig(influx=InfluxConfig(url=f"http://127.0.0.1:{free_port()}", db="none")))
+    client = app.server.test_client()
+    for path in ("/", "/alerts", "/compare", "/compare?runs=a,b", "/run/some-run", "/step/some-run/sink"):
+        assert client.get(path).status_code == 200, path
+    for path in ("/nope", "/run", "/run/a/b/c", "/step/only-run", "/alerts/x", "/.env"):
+        r = client.get(path)
+        assert r.status_code == 404 and r.mimetype == "text/html", path
