@@ -90,6 +90,8 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
                suppress_callback_exceptions=True)
     app.layout = html.Div([
         html.Header([dcc.Link(config.title, href="/", className="brand"),
+                     dcc.Link("Runs", href="/", className="nav"),
+                     dcc.Link("Compare", href="/compare", className="nav"),
                      dcc.Link("Alerts", href="/alerts", className="nav"),
                      html.Span(f"InfluxDB {config.influx.url} · db {config.influx.db}", className="source")],
                     className="top"),

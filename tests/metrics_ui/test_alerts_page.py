@@ -66,7 +66,7 @@ def test_alerts_page_creates_edits_mutes_deletes_and_banner_shows_firing(dash_du
     influx_client.write(points)
     dash_duo.start_server(app, port=_free_port())
     dash_duo.wait_for_text_to_equal("h2", "Runs", timeout=TIMEOUT)
-    dash_duo.find_element(".top a.nav").click()
+    dash_duo.find_element(".top a.nav[href='/alerts']").click()
     dash_duo.wait_for_contains_text("#alerts-table", "no rules yet", timeout=TIMEOUT)
     dash_duo.wait_for_contains_text("#alerts-evaluator", "No evaluator has run yet", timeout=TIMEOUT)
 

@@ -62,3 +62,10 @@ def test_unknown_pages_are_404_and_pages_200():
     for path in ("/nope", "/run", "/run/a/b/c", "/step/only-run", "/alerts/x", "/.env"):
         r = client.get(path)
         assert r.status_code == 404 and r.mimetype == "text/html", path
+
+
+def test_top_navigation_offers_runs_compare_and_alerts():
+    app = create_app(UiConfig(influx=InfluxConfig(url=f"http://127.0.0.1:{free_port()}", db="none")))
+    layout = app.server.test_client().get("/_dash-layout").get_data(as_text=True)
+    for href in ('"/compare"', '"/alerts"', '"/"'):
+        assert f'"href": {href}' in layout.replace('":"', '": "').replace('","', '", "') or f'"href":{href}' in layout
