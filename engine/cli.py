@@ -168,6 +168,6 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
-    except (ValueError, FileNotFoundError, TimeoutError, RuntimeError) as e:
+    except (ValueError, OSError, TimeoutError, RuntimeError) as e:    # OSError: e.g. a full disk
         print(f"marketspread {args.command}: error: {e}", file=sys.stderr)
         return 2
