@@ -1,7 +1,6 @@
 """The TCP ingress on real sockets: everything good lands in the log, in order, once."""
 from __future__ import annotations
 
-import errno
 import json
 import os
 import signal
@@ -20,6 +19,7 @@ from engine.config import Config
 from engine.fixish import FrameScanner, Nbbo, Order, encode_nbbo, encode_order, frame, iter_frames
 from engine.ingress import IngressServer, read_stats, reason_category
 from engine.ingress_log import LogReader, LogWriter, read_head, wait_for, write_consumed
+from tests.reliability.harness import send_outcome
 from tests.tmpfs import fill, mounted_tmpfs
 
 DEMO = "demo-2017"
@@ -292,21 +292,6 @@ def test_scanner_failure_costs_the_chunk_not_the_server(server, monkeypatch):
 
 # --------------------------------------------------------------------------- honest durability
 
-def _send_outcome(port: int, data: bytes, timeout: float = 20) -> str:
-    """Send, half-close, wait: 'acked' (the server closed cleanly) or 'reset'."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-            s.sendall(data)
-            s.shutdown(socket.SHUT_WR)
-            while s.recv(4096):
-                pass
-        return "acked"
-    except OSError as e:
-        if e.errno in (errno.ECONNRESET, errno.EPIPE, errno.ENOTCONN):    # RST, seen on send or after
-            return "reset"
-        raise
-
-
 def test_log_rollback_truncates_to_head_and_drops_later_segments(tmp_path):
     w = LogWriter(tmp_path, segment_records=100, fsync=False)
     pay = np.full((150, 42), 7, np.uint8)
@@ -344,10 +329,10 @@ def test_disk_full_resets_the_sender_mutes_and_resumes_when_space_returns(tmp_pa
         srv = IngressServer(cfg).start()
         try:
             port = srv.ports["nbbo"]
-            assert _send_outcome(port, b"".join(_tagged_nbbo(0, i) for i in range(100))) == "acked"
+            assert send_outcome(port, b"".join(_tagged_nbbo(0, i) for i in range(100))) == "acked"
             fill(disk / "ballast")
             big = b"".join(_tagged_nbbo(1, i) for i in range(20_000))       # > the room left
-            assert _send_outcome(port, big) == "reset"
+            assert send_outcome(port, big) == "reset"
             st = srv.stats()
             assert srv.error is None and st.disk_full and st.muted and st.write_failures >= 1
             assert st.head == read_head(cfg.log_dir) == st.accepted_total
@@ -357,7 +342,7 @@ def test_disk_full_resets_the_sender_mutes_and_resumes_when_space_returns(tmp_pa
                        for r in caplog.records)
             (disk / "ballast").unlink()
             assert wait_for(lambda: not srv.stats().muted, 5)
-            assert _send_outcome(port, b"".join(_tagged_nbbo(2, i) for i in range(100))) == "acked"
+            assert send_outcome(port, b"".join(_tagged_nbbo(2, i) for i in range(100))) == "acked"
         finally:
             srv.stop()
         got = _log_payloads(cfg.log_dir)
@@ -402,7 +387,7 @@ def test_connections_over_the_cap_are_refused_and_the_others_keep_flowing(tmp_pa
             assert s.recv(1) == b""
         st = srv.stats()
         assert st.connections_refused["orders"] == 1 and st.accepted_total == 150
-        assert _send_outcome(port, _tagged_order(5, 0)) == "acked"            # room again
+        assert send_outcome(port, _tagged_order(5, 0)) == "acked"            # room again
     finally:
         for s in held:
             s.close()
