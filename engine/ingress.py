@@ -356,6 +356,12 @@ class IngressServer:
             self._c.records_rolled_back += lost
             for conn in victims:
                 self._c.accepted[conn.stream] -= conn.uncommitted
+        self._disk_failed = True
+        self._mute("disk")           # all of this before the resets: a sender seeing one sees it done
+        what = "disk full" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "disk error"
+        log.error("%s: %s (log write failed: %s); %d records not stored were truncated away, "
+                  "%d connections reset; ingress muted until space returns", what,
+                  describe_free(self.cfg.log_dir), err.strerror or err, lost, len(victims))
         for conn in victims:
             conn.accepted -= conn.uncommitted
             conn.uncommitted = 0
@@ -363,12 +369,6 @@ class IngressServer:
                 self._close(conn, reset=True)
         self._touched.clear()
         self._appended = []
-        self._disk_failed = True
-        what = "disk full" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "disk error"
-        log.error("%s: %s (log write failed: %s); %d records not stored were truncated away, "
-                  "%d connections reset; ingress muted until space returns", what,
-                  describe_free(self.cfg.log_dir), err.strerror or err, lost, len(victims))
-        self._mute("disk")
 
     def _accept(self, ls: socket.socket, stream: str) -> None:
         while True:
@@ -608,6 +608,7 @@ class IngressServer:
     def _shutdown(self) -> None:
         if self._sel is None:
             return
+        unfinished = {c for c in self._conns if c.pending}   # the rest of a frame may be on its way
         if "disk" not in self._why_muted:    # a failed disk takes nothing more
             for conn in list(self._conns):
                 if conn.pending:     # an unfinished frame can no longer complete
@@ -624,8 +625,8 @@ class IngressServer:
                         conn.uncommitted += len(res.payloads)
                     self._dead_letter(conn, list(res.bad))
         self._commit()
-        for conn in list(self._conns):  # all they sent that was read is durable (or they were reset)
-            self._close(conn)
+        for conn in list(self._conns):  # all they sent that was read is durable; not a cut frame
+            self._close(conn, reset=conn in unfinished)
         if self._muted:
             with self._lock:
                 self._c.muted_seconds += time.monotonic() - self._muted_since
