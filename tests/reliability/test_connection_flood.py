@@ -111,13 +111,13 @@ def test_flood_of_idle_and_slow_connections_leaves_senders_flowing_and_fds_bound
             sock.close()
         fleet.stop_all()
 
+    assert peak_fds <= FD_BOUND, f"the ingress held {peak_fds} descriptors (bound {FD_BOUND})"
     st = read_stats(log_dir)
     refused, idle = sum(st["connections_refused"].values()), sum(st["connections_idle"].values())
     print(f"\nFIGURES flood: cap {CAP}/port, {2 * FLOOD} idle + {2 * TRICKLE} slow connections opened; "
           f"refused {refused}, dropped idle {idle}, slow ones dropped {len(trickle_dropped)}; "
           f"ingress fds {fds_before} before, peak {peak_fds} (bound {FD_BOUND}); "
           f"senders' messages during {FLOOD_SECONDS} s of flood {flowed}")
-    assert peak_fds <= FD_BOUND
     assert refused >= 2 * (FLOOD - CAP) and idle >= CAP
     assert all(v > 0 for v in flowed.values()), flowed                  # kept flowing ...
     for p in senders:                                                    # ... on their first connection

@@ -68,13 +68,13 @@ def test_hostile_sender_cannot_grow_the_dead_letter_file_past_its_cap(tmp_path):
     finally:
         stop.set()
         fleet.stop_all()
+    assert max(sizes) <= CAP and size() <= CAP, f"dead letters grew to {max(sizes):,} B (cap {CAP:,})"
     st = read_stats(state / "ingress")
     kept = sum(len(p.read_text().splitlines()) for p in (dead, rotated) if p.exists())
     print(f"\nFIGURES deadletter: {SECONDS} s, {sent[0]:,} good frames and {sent[0]:,} bad bytes sent; "
           f"bad runs counted {st['bad_total']:,}, lines kept {kept:,}, dropped {st['deadletter_dropped']:,}, "
           f"rotations {st['deadletter_rotations']}; file + rotated copy peak {max(sizes):,} B, "
           f"end {size():,} B (cap {CAP:,})")
-    assert max(sizes) <= CAP and size() <= CAP
     assert st["accepted_total"] == read_head(state / "ingress") == sent[0]     # every good frame logged
     assert st["bad_total"] == sent[0] and st["bad_reasons"] == {"garbage bytes": sent[0]}
     assert st["deadletter_rotations"] >= 1 and kept < st["bad_total"]
