@@ -305,25 +305,27 @@ class IngressServer:
             for conn in closing:     # after the commit: a sender seeing our close is durable
                 if not conn.closed:
                     self._close(conn)
-            now = time.monotonic()
-            try:                     # housekeeping: an error here costs a check, never the loop
-                if now >= next_check:
-                    next_check = now + BACKPRESSURE_INTERVAL
-                    self._consumed = read_consumed(self.cfg.log_dir)
-                    self._check_backpressure()
-                if now >= next_disk:
-                    next_disk = now + DISK_CHECK_INTERVAL
-                    self._check_disk()
-                if now >= next_idle:
-                    next_idle = now + IDLE_CHECK_INTERVAL
-                    self._drop_idle(now)
-                if self._paused and now >= self._accept_resume:
-                    self._resume_accepting()
-                if closing or now >= next_stats:
-                    next_stats = now + STATS_INTERVAL
-                    self._write_stats()
-            except OSError as e:
-                self._warn("housekeeping", "ingress housekeeping failed (carrying on): %s", e)
+            now = time.monotonic()   # housekeeping: each chore's error costs that chore, never the loop
+            if now >= next_check:
+                next_check = now + BACKPRESSURE_INTERVAL
+                self._chore("backpressure", self._check_backpressure)
+            if now >= next_disk:
+                next_disk = now + DISK_CHECK_INTERVAL
+                self._chore("disk", self._check_disk)
+            if now >= next_idle:
+                next_idle = now + IDLE_CHECK_INTERVAL
+                self._chore("idle", lambda: self._drop_idle(now))
+            if self._paused and now >= self._accept_resume:
+                self._chore("accept", self._resume_accepting)
+            if closing or now >= next_stats:
+                next_stats = now + STATS_INTERVAL
+                self._chore("stats", self._write_stats)
+
+    def _chore(self, name: str, fn) -> None:
+        try:
+            fn()
+        except OSError as e:     # a full disk, no descriptors, a file made unreadable
+            self._warn(name, "ingress %s check failed (carrying on): %s", name, e)
 
     def _commit(self) -> None:
         """Make this iteration's records durable and publish them, or roll them back."""
@@ -581,6 +583,7 @@ class IngressServer:
                  self._writer.size - self._consumed)
 
     def _check_backpressure(self) -> None:
+        self._consumed = read_consumed(self.cfg.log_dir)
         backlog = self._writer.size - self._consumed
         if "backlog" not in self._why_muted and backlog > self.cfg.max_backlog:
             self._mute("backlog")

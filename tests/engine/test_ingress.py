@@ -440,5 +440,6 @@ def test_housekeeping_errors_never_end_the_loop(tmp_path):
         time.sleep(0.3)
         _send(srv.ports["nbbo"], _tagged_nbbo(0, 0))
         assert srv.error is None and srv.stats().accepted_total == 1
+        assert wait_for(lambda: (read_stats(cfg.log_dir) or {}).get("accepted_total") == 1, 5)   # other chores go on
     finally:
         srv.stop()
