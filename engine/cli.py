@@ -23,11 +23,11 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--trigger-ms", type=int, help="micro-batch trigger interval (default 0: as fast as possible)")
     g.add_argument("--no-fsync", dest="fsync", action="store_const", const=False,
                    help="ingress does not fsync (survives process crashes, not machine crashes)")
-    g.add_argument("--max-connections", type=int, help="ingress connections per port; more are refused (default 1024)")
-    g.add_argument("--idle-timeout", type=int, help="seconds before the ingress drops a silent connection (default 300)")
-    g.add_argument("--min-free-bytes", type=int, help="ingress mutes below this free space (default 1 GiB, or --min-free-percent if smaller)")
-    g.add_argument("--min-free-percent", type=int, help="ingress mutes below this share of the disk free (default 5)")
-    g.add_argument("--deadletter-max-bytes", type=int, help="cap of the dead-letter file and its rotated copy (default 64 MiB)")
+    g.add_argument("--max-connections", type=int, help="ingress connections per port; more are refused (1024)")
+    g.add_argument("--idle-timeout", type=int, help="seconds before the ingress drops a silent connection (300)")
+    g.add_argument("--min-free-bytes", type=int, help="ingress mutes below this free space (1 GiB) ...")
+    g.add_argument("--min-free-percent", type=int, help="... or this share of the disk, whichever is smaller (5)")
+    g.add_argument("--deadletter-max-bytes", type=int, help="cap of the dead-letter file and its rotated copy (64 MiB)")
     g.add_argument("--no-metrics", dest="metrics", action="store_const", const=False,
                    help="record no latency metrics (default: on, written to MS_INFLUX_URL)")
 

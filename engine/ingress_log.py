@@ -137,8 +137,8 @@ class LogWriter:
             self.size += take            # before the write: a failed one leaves a tail to roll back
             written = os.pwrite(fd, data, (seq % self.segment_records) * RECORD_BYTES)
             if written != len(data):     # the disk filled during the call
-                raise OSError(errno.ENOSPC, f"short write to log segment {_seg_name(seq - seq % self.segment_records)}: "
-                                            f"{written} of {len(data)} bytes")
+                name = _seg_name(seq - seq % self.segment_records)
+                raise OSError(errno.ENOSPC, f"short write to log segment {name}: {written} of {len(data)} bytes")
             done += take
         return first
 

@@ -32,7 +32,7 @@ def fill(path: Path, chunk: int = 1 << 20) -> int:
     try:
         while True:
             try:
-                n = os.write(fd, block if chunk > 4096 else block[:chunk])
+                n = os.write(fd, block)
             except OSError as e:
                 if e.errno != errno.ENOSPC:
                     raise
