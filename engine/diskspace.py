@@ -11,7 +11,6 @@ import errno
 import os
 from dataclasses import dataclass
 
-DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO)
 RESUME_FLOOR_BYTES = 64 << 20        # after a failed write: at most this much room before resuming ...
 RESUME_FLOOR_SHARE = 0.10            # ... or this share of a small disk
 

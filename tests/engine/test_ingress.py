@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from engine.config import Config
+from engine.diskspace import disk_space
 from engine.fixish import FrameScanner, Nbbo, Order, encode_nbbo, encode_order, frame, iter_frames
 from engine.ingress import IngressServer, read_stats, reason_category
 from engine.ingress_log import LogReader, LogWriter, read_head, wait_for, write_consumed
@@ -351,19 +352,29 @@ def test_disk_full_resets_the_sender_mutes_and_resumes_when_space_returns(tmp_pa
         assert srv.stats().accepted_total == len(got)
 
 
-def test_low_space_mark_mutes_before_the_disk_is_full(tmp_path, caplog):
-    cfg = _cfg(tmp_path, min_free_bytes=1 << 62, min_free_percent=100)     # never enough room
-    srv = IngressServer(cfg).start()
-    try:
-        assert wait_for(lambda: srv.stats().disk_full, 5)
-        s = socket.create_connection(("127.0.0.1", srv.ports["nbbo"]))
-        s.sendall(_tagged_nbbo(0, 0))
-        time.sleep(0.5)
-        assert srv.stats().head == 0 and srv.stats().muted                  # not read, not acked
-        s.close()
-    finally:
-        srv.stop()
-    assert any("below the low-space mark" in r.getMessage() for r in caplog.records)
+def test_low_space_mark_mutes_before_the_disk_is_full_and_resumes(tmp_path, caplog):
+    with mounted_tmpfs(tmp_path / "disk", 8) as disk:
+        cfg = Config(state_dir=disk, nbbo_port=0, orders_port=0, fsync=True, min_free_bytes=2 << 20,
+                     min_free_percent=100)                                  # the mark: 2 MiB
+        srv = IngressServer(cfg).start()
+        try:
+            assert wait_for(lambda: srv.stats().head == 0 and not srv.stats().muted, 5)
+            with open(disk / "ballast", "wb") as f:                        # leave 1 MiB free
+                f.write(bytes(disk_space(disk).free - (1 << 20)))
+            assert wait_for(lambda: srv.stats().disk_full, 5)
+            s = socket.create_connection(("127.0.0.1", srv.ports["nbbo"]))
+            s.sendall(_tagged_nbbo(0, 0))
+            time.sleep(0.5)
+            assert srv.stats().head == 0 and srv.stats().write_failures == 0      # held, not read
+            (disk / "ballast").unlink()
+            s.shutdown(socket.SHUT_WR)
+            s.settimeout(10)
+            assert s.recv(1) == b"" and srv.stats().head == 1 and not srv.stats().muted
+            s.close()
+        finally:
+            srv.stop()
+    assert any("disk full: " in r.getMessage() and "below the low-space mark" in r.getMessage()
+               for r in caplog.records)
 
 
 # --------------------------------------------------------------------------- limits
