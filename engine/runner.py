@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import logging
+import os
+import re
 import signal
 import threading
 import time
+from pathlib import Path
 
 from .config import Config
 
@@ -20,6 +23,28 @@ def _disk_full(cfg: Config) -> DiskFull:
     return DiskFull(f"disk full: {describe_free(cfg.state_dir)}; the job stopped without committing "
                     "the batch it was writing (nothing is lost: free space and start it again, it "
                     "resumes from its checkpoint)")
+
+
+# Spark writes a checkpoint file as `.<name>.<uuid>.tmp` (and Hadoop its `..<name>.<uuid>.tmp.crc`),
+# then renames it; a write that fails in close(), as on a full disk, leaves the temp file behind.
+_SPARK_TEMP = re.compile(r"^\..+\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp(\.crc)?$")
+
+
+def remove_unfinished_checkpoint_writes(checkpoint_dir: str | os.PathLike) -> list[Path]:
+    """Delete the temp files of checkpoint writes that never completed; return them.
+
+    Spark 4 refuses to start batch 0 beside one (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY),
+    so a job stopped by a full disk in its first batch could not restart. Only a job starts
+    on its checkpoint, and none runs yet, so no write is in progress.
+    """
+    removed = []
+    for root, _, files in os.walk(checkpoint_dir):
+        for name in files:
+            if _SPARK_TEMP.match(name):
+                path = Path(root) / name
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
 
 
 def run_job(cfg: Config, duration: float | None = None, forward: str | None = None) -> int:
@@ -47,6 +72,9 @@ def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
     from .spark_session import build_session
 
     cfg.log_dir.mkdir(parents=True, exist_ok=True)
+    if removed := remove_unfinished_checkpoint_writes(cfg.checkpoint_dir):
+        log.info("removed %d unfinished checkpoint writes (a full disk or a crash left them): %s",
+                 len(removed), ", ".join(str(p.relative_to(cfg.checkpoint_dir)) for p in removed[:5]))
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
