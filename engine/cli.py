@@ -23,6 +23,11 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--trigger-ms", type=int, help="micro-batch trigger interval (default 0: as fast as possible)")
     g.add_argument("--no-fsync", dest="fsync", action="store_const", const=False,
                    help="ingress does not fsync (survives process crashes, not machine crashes)")
+    g.add_argument("--max-connections", type=int, help="ingress connections per port; more are refused (1024)")
+    g.add_argument("--idle-timeout", type=int, help="seconds before the ingress drops a silent connection (300)")
+    g.add_argument("--min-free-bytes", type=int, help="ingress mutes below this free space (1 GiB) ...")
+    g.add_argument("--min-free-percent", type=int, help="... or this share of the disk, whichever is smaller (5)")
+    g.add_argument("--deadletter-max-bytes", type=int, help="cap of the dead-letter file and its rotated copy (64 MiB)")
     g.add_argument("--no-metrics", dest="metrics", action="store_const", const=False,
                    help="record no latency metrics (default: on, written to MS_INFLUX_URL)")
 
@@ -30,7 +35,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def config_from(args: argparse.Namespace) -> Config:
     """Build the Config from the environment and the common flags."""
     keys = ("state_dir", "master", "shards", "host", "nbbo_port", "orders_port", "max_backlog",
-            "max_rows_per_batch", "trigger_ms", "fsync", "metrics")
+            "max_rows_per_batch", "trigger_ms", "fsync", "metrics", "max_connections", "idle_timeout",
+            "min_free_bytes", "min_free_percent", "deadletter_max_bytes")
     over = {k: getattr(args, k, None) for k in keys}
     cfg = Config.from_env(**over)
     if over.get("max_backlog") is not None:
@@ -162,6 +168,6 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
-    except (ValueError, FileNotFoundError, TimeoutError, RuntimeError) as e:
+    except (ValueError, OSError, TimeoutError, RuntimeError) as e:    # OSError: e.g. a full disk
         print(f"marketspread {args.command}: error: {e}", file=sys.stderr)
         return 2

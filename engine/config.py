@@ -33,6 +33,13 @@ class Config:
     trigger_ms: int = 0
     spark_ui: bool = False
     metrics: bool = True                  # latency samples recorded in tasks, shipped to InfluxDB
+    # ingress limits (docs/RELIABILITY.md, "Disk full" and "Connection flood"): the low-space mark is
+    # the smaller of the two (5 % of a 20 TB disk is too much, 1 GiB of a 10 GiB one too little)
+    max_connections: int = 1024           # per port; beyond it new connections are refused (RST)
+    idle_timeout: int = 300               # seconds a connection may send nothing (muted time not counted)
+    min_free_bytes: int = 1 << 30         # ingress mutes below this much free space in the state folder ...
+    min_free_percent: int = 5             # ... or below this share of it, whichever is smaller
+    deadletter_max_bytes: int = 64 << 20  # dead-letter file and its one rotated copy together
 
     @property
     def log_dir(self) -> Path:

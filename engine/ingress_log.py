@@ -16,6 +16,7 @@ received (its first byte is the message type), zero padded.
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 import time
@@ -72,7 +73,9 @@ class LogWriter:
     `append` buffers in the OS; `commit` fsyncs the open segment(s) and only then
     advances `head`, so a reader never sees a record that a crash could take back.
     Opening an existing log recovers `head` from the segment sizes and truncates a
-    partially written record.
+    partially written record. When `append` or `commit` fails (a short write, ENOSPC,
+    EIO from fsync: the bytes cannot be trusted), `rollback` truncates the log back to
+    `head`, the last whole, durable record.
     """
 
     def __init__(self, log_dir: str | os.PathLike, segment_records: int = DEFAULT_SEGMENT_RECORDS,
@@ -130,8 +133,12 @@ class LogWriter:
             room = self.segment_records - seq % self.segment_records
             take = min(room, n - done)
             fd = self._open_for(seq)
-            os.pwrite(fd, rec[done:done + take].tobytes(), (seq % self.segment_records) * RECORD_BYTES)
-            self.size += take
+            data = rec[done:done + take].tobytes()
+            self.size += take            # before the write: a failed one leaves a tail to roll back
+            written = os.pwrite(fd, data, (seq % self.segment_records) * RECORD_BYTES)
+            if written != len(data):     # the disk filled during the call
+                name = _seg_name(seq - seq % self.segment_records)
+                raise OSError(errno.ENOSPC, f"short write to log segment {name}: {written} of {len(data)} bytes")
             done += take
         return first
 
@@ -139,23 +146,48 @@ class LogWriter:
         """Make everything appended durable, then publish it; return the new head."""
         if self.size == self.head:
             return self.head
-        if self.fsync:
-            for fd in self._dirty:
+        for fd in list(self._dirty):     # one at a time: a failure leaves the rest to rollback()
+            if self.fsync:
                 os.fsync(fd)
-                os.close(fd)
-            if self._fd is not None:
-                os.fsync(self._fd)
-        else:
-            for fd in self._dirty:
-                os.close(fd)
-        self._dirty.clear()
+            self._dirty.discard(fd)
+            os.close(fd)
+        if self.fsync and self._fd is not None:
+            os.fsync(self._fd)
         self.head = self.size
         _write_u64(self.dir / "head", self.head)
         return self.head
 
+    def rollback(self) -> int:
+        """Forget every record appended since the last commit: truncate the log to `head`.
+
+        Segments begun after `head` are removed. If this raises, the log still has a
+        tail beyond `head` (`size > head`): call it again before the next `append`.
+        """
+        for fd in self._dirty | ({self._fd} if self._fd is not None else set()):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._dirty.clear()
+        self._fd = None
+        first = self.head - self.head % self.segment_records
+        for p in self.dir.iterdir():
+            m = _SEG_RE.match(p.name)
+            if m and int(m.group(1)) > first:
+                p.unlink(missing_ok=True)
+        path = self.dir / _seg_name(first)
+        if path.exists():
+            os.truncate(path, (self.head - first) * RECORD_BYTES)
+        self.size = self.head
+        return self.head
+
     def close(self) -> None:
-        """Commit and release file handles."""
-        self.commit()
+        """Commit and release file handles (if the commit fails, roll back, then raise)."""
+        try:
+            self.commit()
+        except OSError:
+            self.rollback()
+            raise
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -2,22 +2,79 @@
 from __future__ import annotations
 
 import logging
+import os
+import re
 import signal
 import threading
 import time
+from pathlib import Path
 
 from .config import Config
 
 log = logging.getLogger(__name__)
 
 
+class DiskFull(RuntimeError):
+    """The job's results or checkpoint could not be written: it stopped, having lost nothing."""
+
+
+def _disk_full(cfg: Config) -> DiskFull:
+    from .diskspace import describe_free
+    return DiskFull(f"disk full: {describe_free(cfg.state_dir)}; the job stopped without committing "
+                    "the batch it was writing (nothing is lost: free space and start it again, it "
+                    "resumes from its checkpoint)")
+
+
+# Spark writes a checkpoint file as `.<name>.<uuid>.tmp` (and Hadoop its `..<name>.<uuid>.tmp.crc`),
+# then renames it; a write that fails in close(), as on a full disk, leaves the temp file behind.
+_SPARK_TEMP = re.compile(r"^\..+\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp(\.crc)?$")
+
+
+def remove_unfinished_checkpoint_writes(checkpoint_dir: str | os.PathLike) -> list[Path]:
+    """Delete the temp files of checkpoint writes that never completed; return them.
+
+    Spark 4 refuses to start batch 0 beside one (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY),
+    so a job stopped by a full disk in its first batch could not restart. Only a job starts
+    on its checkpoint, and none runs yet, so no write is in progress.
+    """
+    removed = []
+    for root, _, files in os.walk(checkpoint_dir):
+        for name in files:
+            if _SPARK_TEMP.match(name):
+                path = Path(root) / name
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
+
+
 def run_job(cfg: Config, duration: float | None = None, forward: str | None = None) -> int:
-    """Serve the Market Spread query until SIGTERM/SIGINT or `duration`; return exit code."""
+    """Serve the Market Spread query until SIGTERM/SIGINT or `duration`; return exit code.
+
+    Raises DiskFull (one line for the user) when a write of results or checkpoint found
+    no space, at start or in any batch: Spark commits a batch only after all its files are
+    written, so the restarted job redoes that batch and its results are exact.
+    """
+    from .diskspace import is_disk_full
+    try:
+        return _run_job(cfg, duration, forward)
+    except DiskFull:
+        raise
+    except Exception as e:
+        if is_disk_full(e):
+            raise _disk_full(cfg) from None
+        raise
+
+
+def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
+    from .diskspace import is_disk_full
     from .ingress_log import read_consumed, read_head
     from .job import start_query, stop_query
     from .spark_session import build_session
 
     cfg.log_dir.mkdir(parents=True, exist_ok=True)
+    if removed := remove_unfinished_checkpoint_writes(cfg.checkpoint_dir):
+        log.info("removed %d unfinished checkpoint writes (a full disk or a crash left them): %s",
+                 len(removed), ", ".join(str(p.relative_to(cfg.checkpoint_dir)) for p in removed[:5]))
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -42,9 +99,13 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
         forwarder = ResultForwarder(cfg.out_dir, host or "127.0.0.1", int(port)).start()
     t_end = time.monotonic() + duration if duration else None
     last, last_consumed = time.monotonic(), read_consumed(cfg.log_dir)
+    failure: DiskFull | None = None
     try:
         while not stop.wait(0.5):
             if query.exception() is not None:
+                if is_disk_full(query.exception()):
+                    failure = _disk_full(cfg)
+                    break
                 log.error("query failed: %s", query.exception())
                 return 1
             if t_end and time.monotonic() >= t_end:
@@ -72,4 +133,6 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
             writer.close(timeout=10)
         spark.stop()
         log.info("job stopped")
+    if failure is not None:
+        raise failure
     return 0

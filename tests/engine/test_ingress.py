@@ -16,9 +16,12 @@ import numpy as np
 import pytest
 
 from engine.config import Config
+from engine.diskspace import disk_space
 from engine.fixish import FrameScanner, Nbbo, Order, encode_nbbo, encode_order, frame, iter_frames
 from engine.ingress import IngressServer, read_stats, reason_category
-from engine.ingress_log import LogReader, read_head, wait_for, write_consumed
+from engine.ingress_log import LogReader, LogWriter, read_head, wait_for, write_consumed
+from tests.reliability.harness import send_outcome
+from tests.tmpfs import fill, mounted_tmpfs
 
 DEMO = "demo-2017"
 ROOT = Path(__file__).resolve().parents[2]
@@ -286,3 +289,168 @@ def test_scanner_failure_costs_the_chunk_not_the_server(server, monkeypatch):
     st = server.stats()
     assert st.bad_reasons == {"scanner error": 1} and st.accepted_total == 1 and server.error is None
     assert _log_payloads(server.cfg.log_dir) == [_tagged_nbbo(0, 1)[4:]]
+
+
+# --------------------------------------------------------------------------- honest durability
+
+def test_log_rollback_truncates_to_head_and_drops_later_segments(tmp_path):
+    w = LogWriter(tmp_path, segment_records=100, fsync=False)
+    pay = np.full((150, 42), 7, np.uint8)
+    w.append(pay, 1)
+    w.commit()
+    w.append(pay, 2)                          # into segments 100 and 200, never committed
+    assert sorted(p.name for p in tmp_path.glob("seg-*")) == [
+        "seg-00000000000000000000.log", "seg-00000000000000000100.log", "seg-00000000000000000200.log"]
+    assert w.rollback() == 150 and w.size == 150
+    assert sorted(p.stat().st_size for p in tmp_path.glob("seg-*")) == [50 * 64, 100 * 64]
+    w.append(pay[:10], 3)
+    assert w.commit() == 160 == read_head(tmp_path)
+    w.close()
+    assert LogWriter(tmp_path, segment_records=100).head == 160      # recovery agrees
+
+
+def test_log_write_on_a_full_disk_raises_and_rolls_back(tmp_path):
+    with mounted_tmpfs(tmp_path / "disk", 1) as disk:
+        w = LogWriter(disk / "log", fsync=True)
+        pay = np.full((1000, 42), 1, np.uint8)
+        with pytest.raises(OSError):
+            for _ in range(100):             # 64 kB a commit: the 1 MiB disk fills
+                w.append(pay, 1)
+                w.commit()
+        head = w.head
+        w.rollback()
+        seg = disk / "log" / "seg-00000000000000000000.log"
+        assert seg.stat().st_size == head * 64 and read_head(disk / "log") == head > 0
+
+
+def test_disk_full_resets_the_sender_mutes_and_resumes_when_space_returns(tmp_path, caplog):
+    with mounted_tmpfs(tmp_path / "disk", 4) as disk:
+        cfg = Config(state_dir=disk, nbbo_port=0, orders_port=0, fsync=True, min_free_bytes=0,
+                     min_free_percent=0)
+        srv = IngressServer(cfg).start()
+        try:
+            port = srv.ports["nbbo"]
+            assert send_outcome(port, b"".join(_tagged_nbbo(0, i) for i in range(100))) == "acked"
+            fill(disk / "ballast")
+            big = b"".join(_tagged_nbbo(1, i) for i in range(20_000))       # > the room left
+            assert send_outcome(port, big) == "reset"
+            st = srv.stats()
+            assert srv.error is None and st.disk_full and st.muted and st.write_failures >= 1
+            assert st.head == read_head(cfg.log_dir) == st.accepted_total
+            seg = cfg.log_dir / "seg-00000000000000000000.log"
+            assert seg.stat().st_size == st.head * 64                        # no torn tail
+            assert any("disk full: " in r.getMessage() and "bytes free in" in r.getMessage()
+                       for r in caplog.records)
+            (disk / "ballast").unlink()
+            assert wait_for(lambda: not srv.stats().muted, 5)
+            assert send_outcome(port, b"".join(_tagged_nbbo(2, i) for i in range(100))) == "acked"
+        finally:
+            srv.stop()
+        got = _log_payloads(cfg.log_dir)
+        assert got[:100] == [_tagged_nbbo(0, i)[4:] for i in range(100)]
+        assert got[-100:] == [_tagged_nbbo(2, i)[4:] for i in range(100)]
+        assert srv.stats().accepted_total == len(got)
+
+
+def test_low_space_mark_mutes_before_the_disk_is_full_and_resumes(tmp_path, caplog):
+    with mounted_tmpfs(tmp_path / "disk", 8) as disk:
+        cfg = Config(state_dir=disk, nbbo_port=0, orders_port=0, fsync=True, min_free_bytes=2 << 20,
+                     min_free_percent=100)                                  # the mark: 2 MiB
+        srv = IngressServer(cfg).start()
+        try:
+            assert wait_for(lambda: srv.stats().head == 0 and not srv.stats().muted, 5)
+            with open(disk / "ballast", "wb") as f:                        # leave 1 MiB free
+                f.write(bytes(disk_space(disk).free - (1 << 20)))
+            assert wait_for(lambda: srv.stats().disk_full, 5)
+            s = socket.create_connection(("127.0.0.1", srv.ports["nbbo"]))
+            s.sendall(_tagged_nbbo(0, 0))
+            time.sleep(0.5)
+            assert srv.stats().head == 0 and srv.stats().write_failures == 0      # held, not read
+            (disk / "ballast").unlink()
+            s.shutdown(socket.SHUT_WR)
+            s.settimeout(10)
+            assert s.recv(1) == b"" and srv.stats().head == 1 and not srv.stats().muted
+            s.close()
+        finally:
+            srv.stop()
+    assert any("disk full: " in r.getMessage() and "below the low-space mark" in r.getMessage()
+               for r in caplog.records)
+
+
+# --------------------------------------------------------------------------- limits
+
+def test_connections_over_the_cap_are_refused_and_the_others_keep_flowing(tmp_path):
+    srv = IngressServer(_cfg(tmp_path, max_connections=3)).start()
+    port = srv.ports["orders"]
+    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+    try:
+        assert wait_for(lambda: srv.stats().connections_open["orders"] == 3, 5)
+        extra = socket.create_connection(("127.0.0.1", port))
+        extra.settimeout(5)
+        with pytest.raises(ConnectionResetError):
+            extra.sendall(_tagged_order(9, 0))
+            extra.recv(1)
+        extra.close()
+        for k, s in enumerate(held):         # the held ones still deliver and are acknowledged
+            s.sendall(b"".join(_tagged_order(k, i) for i in range(50)))
+            s.shutdown(socket.SHUT_WR)
+            s.settimeout(5)
+            assert s.recv(1) == b""
+        st = srv.stats()
+        assert st.connections_refused["orders"] == 1 and st.accepted_total == 150
+        assert send_outcome(port, _tagged_order(5, 0)) == "acked"            # room again
+    finally:
+        for s in held:
+            s.close()
+        srv.stop()
+
+
+def test_idle_connections_are_dropped_but_muted_ones_are_not(tmp_path, fixtures):
+    cfg = _cfg(tmp_path, idle_timeout=1, max_backlog=500, resume_backlog=0)
+    srv = IngressServer(cfg).start()
+    try:
+        idle = socket.create_connection(("127.0.0.1", srv.ports["nbbo"]))
+        idle.settimeout(10)
+        t0 = time.monotonic()
+        assert idle.recv(1) == b""           # dropped cleanly: it had sent nothing
+        assert 0.9 <= time.monotonic() - t0 and srv.stats().connections_idle["nbbo"] == 1
+        busy = socket.create_connection(("127.0.0.1", srv.ports["orders"]))
+        busy.sendall((fixtures / DEMO / "1000trades-fixish.msg").read_bytes())   # > backlog: mutes
+        assert wait_for(lambda: srv.stats().muted, 5)
+        time.sleep(2.5)                      # muted for more than the idle timeout
+        assert srv.stats().connections_open["orders"] == 1
+        write_consumed(cfg.log_dir, 1000)
+        busy.shutdown(socket.SHUT_WR)
+        busy.settimeout(10)
+        assert busy.recv(1) == b"" and srv.stats().accepted_total == 1000
+        assert srv.stats().connections_idle["orders"] == 0
+    finally:
+        srv.stop()
+
+
+def test_dead_letter_file_stays_under_its_cap(tmp_path):
+    cfg = _cfg(tmp_path, deadletter_max_bytes=40_000)
+    srv = IngressServer(cfg).start()
+    goods = [_tagged_nbbo(0, i) for i in range(2000)]
+    _send(srv.ports["nbbo"], b"".join(g + b"\x01" for g in goods))          # a bad byte after each
+    srv.stop()
+    st = srv.stats()
+    rotated = Path(str(cfg.deadletter_path) + ".1")
+    assert cfg.deadletter_path.stat().st_size + rotated.stat().st_size <= 40_000
+    assert st.accepted_total == 2000 and st.bad_total == 2000
+    assert st.deadletter_rotations >= 1 and st.deadletter_dropped > 0
+    kept = len(cfg.deadletter_path.read_text().splitlines()) + len(rotated.read_text().splitlines())
+    assert kept + st.deadletter_dropped == 2000
+
+
+def test_housekeeping_errors_never_end_the_loop(tmp_path):
+    cfg = _cfg(tmp_path)
+    srv = IngressServer(cfg).start()
+    try:
+        (cfg.log_dir / "consumed").mkdir()   # reading it now fails on every check
+        time.sleep(0.3)
+        _send(srv.ports["nbbo"], _tagged_nbbo(0, 0))
+        assert srv.error is None and srv.stats().accepted_total == 1
+        assert wait_for(lambda: (read_stats(cfg.log_dir) or {}).get("accepted_total") == 1, 5)   # other chores go on
+    finally:
+        srv.stop()

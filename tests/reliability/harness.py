@@ -7,6 +7,7 @@ log (`LogReader`), the committed results (`read_committed`) and the pure-Python 
 """
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import socket
@@ -190,6 +191,25 @@ def rss_bytes(pid: int) -> int:
 def open_fds(pid: int) -> int:
     """Number of open file descriptors of one process."""
     return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def send_outcome(port: int, data: bytes, timeout: float = 60) -> str:
+    """Send to the ingress, half-close, wait for its answer: 'acked' (a clean close) or 'reset'.
+
+    The ingress closes cleanly only after the commit that made all of it durable; it
+    resets a connection whose bytes it could not store (README, "Reliability").
+    """
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(data)
+            s.shutdown(socket.SHUT_WR)
+            while s.recv(65536):
+                pass
+        return "acked"
+    except OSError as e:
+        if e.errno in (errno.ECONNRESET, errno.EPIPE, errno.ENOTCONN):    # RST, seen on send or after
+            return "reset"
+        raise
 
 
 def wait_for_file_text(path: Path, text: str, timeout: float, watch: list[Proc]) -> None:

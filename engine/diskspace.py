@@ -1,0 +1,77 @@
+"""Free space of the state folder's file system, and when it is too low to take more input.
+
+The ingress reads it with one `statvfs` every fraction of a second (never per record)
+and mutes below a low-space mark, so it stops before the disk is full; a write that
+fails anyway (ENOSPC, EIO) mutes it too, until space comes back. The job uses
+`is_disk_full` to turn a failure deep in Spark into one line for the user.
+"""
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+
+RESUME_FLOOR_BYTES = 64 << 20        # after a failed write: at most this much room before resuming ...
+RESUME_FLOOR_SHARE = 0.10            # ... or this share of a small disk
+
+
+@dataclass(frozen=True)
+class DiskSpace:
+    """Bytes an unprivileged writer may still use, of the file system's total."""
+    free: int
+    total: int
+
+
+@dataclass(frozen=True)
+class SpaceMark:
+    """When to mute and when to resume, from `min_free_bytes` and `min_free_percent`.
+
+    The mark is the smaller of the two; resuming needs twice the mark, and after a
+    write failed, at least `RESUME_FLOOR_*` more, so that a disk hovering at full does
+    not make the ingress fail, resume and fail again on every few kilobytes.
+    """
+    min_free_bytes: int
+    min_free_percent: int
+
+    def mark(self, space: DiskSpace) -> int:
+        """Return the free bytes below which the ingress mutes (0: never before a failure)."""
+        return max(0, min(self.min_free_bytes, space.total * self.min_free_percent // 100))
+
+    def low(self, space: DiskSpace) -> bool:
+        """Return whether free space is below the mark."""
+        return space.free < self.mark(space)
+
+    def recovered(self, space: DiskSpace, after_failure: bool) -> bool:
+        """Return whether there is room enough to take input again."""
+        need = 2 * self.mark(space)
+        if after_failure:
+            need = max(need, min(RESUME_FLOOR_BYTES, int(space.total * RESUME_FLOOR_SHARE)))
+        return space.free >= max(1, need)
+
+
+def disk_space(path: str | os.PathLike) -> DiskSpace:
+    """Return the free and total bytes of the file system holding `path`."""
+    st = os.statvfs(path)
+    return DiskSpace(st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Return whether an error (or its cause, or Spark's text of it) is a full or failing disk."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        text = str(exc)
+        if "No space left on device" in text or "Disk quota exceeded" in text:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def describe_free(path: str | os.PathLike) -> str:
+    """Return 'N bytes free in PATH' (or why it is unknown), for one-line errors."""
+    try:
+        return f"{disk_space(path).free:,} bytes free in {path}"
+    except OSError as e:
+        return f"free space in {path} unknown ({e.strerror})"
