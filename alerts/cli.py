@@ -17,6 +17,7 @@ from pathlib import Path
 from collector.names import check_name
 
 from .rules import CONDITION_HELP, Rule, format_duration, redact_url
+from .scope_names import check_rules
 from .store import RuleStore, default_rules_path, read_rules_file
 from .webhook_target import WebhookPolicy, check_webhook_target
 
@@ -76,7 +77,7 @@ def _list(args, store: RuleStore) -> int:
     if not rules:
         print(f"no rules in {store.path} (add one: marketspread alerts add NAME 'p99 > 5ms')")
         return 0
-    states, note = _current_states()
+    states, note = _current_states(store)
     from .evaluator import read_status
     status = read_status(store.path)
     errors = (status or {}).get("errors", {})
@@ -99,13 +100,15 @@ def _list(args, store: RuleStore) -> int:
     return 0
 
 
-def _current_states() -> tuple[dict[str, str], str | None]:
+def _current_states(store: RuleStore) -> tuple[dict[str, str], str | None]:
+    """Return the rules' states as this folder's evaluator recorded them (its namespace only)."""
     from collector.influx import InfluxClient, InfluxConfig, InfluxError
 
     from .history import AlertHistory
+    from .namespace import load_namespace
     client = InfluxClient(InfluxConfig.from_env())
     try:
-        return {k: e.state for k, e in AlertHistory(client).current().items()}, None
+        return {k: e.state for k, e in AlertHistory(client, load_namespace(store.path)).current().items()}, None
     except InfluxError as e:
         return {}, f"states unknown: InfluxDB at {client.url} is unreachable ({e})"
 
@@ -115,7 +118,7 @@ def _add(args, store: RuleStore) -> int:
          "worker": args.worker, "job": args.job, "window": args.window, "for": args.for_,
          "webhook": args.webhook, "muted": args.muted}
     rule = Rule.from_dict({k: v for k, v in d.items() if v is not None})
-    notes = _check_webhooks([rule])
+    notes = _check_webhooks([rule]) + _check_scope_names([rule])
     new = store.put(rule, replace=args.replace)
     print(f"{'added' if new else 'replaced'} {rule.name}: {rule.summary()}")
     for note in notes:
@@ -138,6 +141,16 @@ def _check_webhooks(rules: list[Rule]) -> list[str]:
     return notes
 
 
+def _check_scope_names(rules: list[Rule]) -> list[str]:
+    """Refuse a step, pipeline or worker no run reports (InfluxDB from MS_INFLUX_*); return notes."""
+    from collector.influx import InfluxClient, InfluxConfig
+    client = InfluxClient(InfluxConfig.from_env())
+    try:
+        return check_rules(client, rules)
+    finally:
+        client.close()
+
+
 def _rm(args, store: RuleStore) -> int:
     store.remove(check_name(args.name, "name"))
     print(f"removed {args.name}")
@@ -146,7 +159,7 @@ def _rm(args, store: RuleStore) -> int:
 
 def _load(args, store: RuleStore) -> int:
     rules = read_rules_file(args.file)
-    notes = _check_webhooks(rules)
+    notes = _check_webhooks(rules) + _check_scope_names(rules)
     added, replaced = store.put_all(rules)
     print(f"{args.file}: {added} added, {replaced} replaced ({len(store.rules())} rules in {store.path})")
     for note in notes:

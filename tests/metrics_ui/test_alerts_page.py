@@ -16,6 +16,7 @@ from selenium.webdriver.common.by import By
 
 from alerts.evaluator import AlertEvaluator
 from alerts.history import notification_point
+from alerts.namespace import load_namespace
 from alerts.notify import WebhookNotifier
 from alerts.store import RuleStore
 from alerts.webhook_target import WebhookPolicy
@@ -87,7 +88,8 @@ def test_alerts_page_creates_edits_mutes_deletes_and_banner_shows_firing(dash_du
 
     # the evaluator (not the UI) finds the rule broken: FIRING, banner on every page
     with InfluxWriter(influx_client, tmp_path / "spool").start() as writer:
-        notifier = WebhookNotifier(lambda rec: writer.add(notification_point(rec)), max_attempts=2,
+        ns = load_namespace(rules_path)
+        notifier = WebhookNotifier(lambda rec: writer.add(notification_point(rec, ns)), max_attempts=2,
                                    first_backoff_s=0.1, policy=WebhookPolicy.parse("127.0.0.1")).start()
         ev = AlertEvaluator(RuleStore(rules_path), influx_client, writer, interval_s=3600, notifier=notifier)
         [(_, tr)] = ev.evaluate_once()
