@@ -2,7 +2,9 @@
 
 Rules live in `<state>/alerts/rules.json` (`--state-dir`, `MS_STATE_DIR`, or
 `MS_ALERTS_FILE`); a running evaluator applies every change at its next cycle. Bad input
-exits 2 with one line saying what is wrong (ValueError, handled by `engine.cli.main`).
+exits 2 with one line saying what is wrong (ValueError, handled by `engine.cli.main`),
+including a step, pipeline or worker no run reports (`alerts.scope_names`). `list` shows
+the states of this folder's namespace only (`alerts.namespace`).
 """
 from __future__ import annotations
 
@@ -36,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        description=f"CONDITION is {CONDITION_HELP}.")
     p.add_argument("name", help="rule name: letters, digits and _ . : @ + - (first a letter or digit)")
     p.add_argument("condition", help="e.g. 'p99 > 5ms' (quote it: > redirects in a shell)")
-    p.add_argument("--step", help="step (default start-to-end; not for backlog/backpressure)")
+    p.add_argument("--step", help="step (default start-to-end; not for backlog/backpressure); "
+                                  "checked, as --pipeline and --worker, against what the runs report")
     p.add_argument("--pipeline", help="nbbo or orders (default: both)")
     p.add_argument("--worker", help="one worker, e.g. host/p0 (default: all)")
     p.add_argument("--job", help="run id (default: any run writing metrics)")

@@ -31,11 +31,12 @@ class ReportedNames:
     steps: tuple[str, ...]
     pipelines: tuple[str, ...]
     workers: tuple[str, ...] | None
-    source: str                       # whose names these are, for messages: "run r1", "every run"
+    source: str                       # whose names these are, for messages: "run r1", "any run"
     note: str | None = None           # why a name could not be checked
+    of_step: bool = False             # pipelines and workers are those of the rule's step only
 
 
-FIXED = ReportedNames(STEPS, PIPELINES, None, "every run")
+FIXED = ReportedNames(STEPS, PIPELINES, None, "any run")
 
 
 def _listing(names: tuple[str, ...]) -> str:
@@ -46,22 +47,23 @@ def _listing(names: tuple[str, ...]) -> str:
 def _check(value: str | None, valid: tuple[str, ...], what: str, source: str) -> None:
     if value is None or value in valid:
         return
+    if not valid:
+        raise ValueError(f"{what} {value!r}: {source} has no {what}s yet")
     close = difflib.get_close_matches(value, valid, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    if not valid:
-        raise ValueError(f"{what} {value!r}: {source} reports no {what}s yet")
-    raise ValueError(f"{what} {value!r} is not one {source} reports; {hint}valid: {_listing(valid)}")
+    raise ValueError(f"{what} {value!r} is not a {what} of {source}; {hint}valid: {_listing(valid)}")
 
 
 def check_scope(rule: Rule, names: ReportedNames) -> str | None:
     """Raise ValueError if the rule's step, pipeline or worker is not among `names`; return a note."""
     if rule.step is None:                       # backlog / backpressure: the whole job's figure
         return None
+    of = f"{names.source}'s step {rule.step}" if names.of_step else names.source
     try:
         _check(rule.step, names.steps, "step", names.source)
-        _check(rule.pipeline, names.pipelines, "pipeline", names.source)
+        _check(rule.pipeline, names.pipelines, "pipeline", of)
         if names.workers is not None:
-            _check(rule.worker, names.workers, "worker", names.source)
+            _check(rule.worker, names.workers, "worker", of)
     except ValueError as e:
         raise ValueError(f"rule {rule.name!r}: {e}") from None
     if rule.worker is not None and names.workers is None:
@@ -88,14 +90,16 @@ def reported_names(client: InfluxClient, rule: Rule) -> ReportedNames:
                 if rule.step not in steps:
                     return ReportedNames(steps, PIPELINES, None, source)
                 pipelines, workers = store.step_filters(rule.job, rule.step)
-                return ReportedNames(steps, tuple(pipelines), tuple(workers), f"{source} (step {rule.step})")
+                return ReportedNames(steps, tuple(pipelines), tuple(workers), source, of_step=True)
         workers = _workers_of_step(client, rule.step) if rule.worker is not None else ()
     except InfluxError as e:
         why = f"InfluxDB at {client.url} is unreachable" if e.status is None else f"InfluxDB: {e}"
-        return ReportedNames(STEPS, PIPELINES, None, "every run", why)
-    source = "every run" if rule.job is None else f"every run (run {rule.job} has no data yet)"
-    return ReportedNames(STEPS, PIPELINES, workers or None, source,
-                         None if workers else f"no run has reported step {rule.step} yet")
+        return ReportedNames(STEPS, PIPELINES, None, "any run", why)
+    source = "any run" if rule.job is None else f"any run (run {rule.job} has no data yet)"
+    if not workers:
+        return ReportedNames(STEPS, PIPELINES, None, source, f"no run has reported step {rule.step} yet")
+    # every run has both pipelines; the workers are those any run had for this step
+    return ReportedNames(STEPS, PIPELINES, workers, source, of_step=True)
 
 
 def check_rules(client: InfluxClient, rules: list[Rule]) -> list[str]:

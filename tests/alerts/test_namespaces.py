@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from alerts.evaluate import FIRING, OK, RESOLVED
-from alerts.history import ALERT_EVENTS, AlertHistory
+from alerts.history import ALERT_EVENTS, AlertEvent, AlertHistory, event_point
 from alerts.namespace import NAMESPACE_FILE, AlertNamespace, load_namespace
 from alerts.rules import Rule
 from alerts.store import RuleStore
@@ -154,7 +154,6 @@ def test_untagged_history_belongs_to_the_folder_that_had_rules_before_namespaces
     assert AlertHistory(influx_client, legacy).current()["main"].state == FIRING
     assert AlertHistory(influx_client, fresh).current() == {}
     # once the upgraded folder writes, its tagged point is the newest and wins
-    from alerts.history import AlertEvent, event_point
     influx_client.write([event_point(AlertEvent("main", t + 1_000_000_000, RESOLVED, FIRING, 5.0, "p99 > 1us"),
                                      "any job", legacy)])
     assert AlertHistory(influx_client, legacy).current()["main"].state == RESOLVED
@@ -173,7 +172,7 @@ def test_a_damaged_namespace_file_is_one_clear_line(tmp_path):
 def test_scope_names_are_checked_against_what_the_run_reports(run_db, tmp_path):
     env = _env(run_db, tmp_path / "state")
     err = _one_line_error(_cli(env, "add", "x", "p99 > 5ms", "--step", "chek_market_data"))
-    assert "step 'chek_market_data' is not one every run reports; did you mean 'check_market_data'?" in err
+    assert "step 'chek_market_data' is not a step of any run; did you mean 'check_market_data'?" in err
     assert "valid: ingress, source, check_market_data, sink, start-to-end" in err
     err = _one_line_error(_cli(env, "add", "x", "p99 > 5ms", "--pipeline", "order"))
     assert "pipeline 'order'" in err and "valid: nbbo, orders" in err
@@ -184,7 +183,7 @@ def test_scope_names_are_checked_against_what_the_run_reports(run_db, tmp_path):
     assert workers
     err = _one_line_error(_cli(env, "add", "x", "p99 > 5ms", "--job", RUN, "--step", "sink",
                                "--worker", "nohost/p9"))
-    assert f"worker 'nohost/p9' is not one run {RUN} (step sink) reports" in err
+    assert f"worker 'nohost/p9' is not a worker of run {RUN}'s step sink" in err
     assert "valid: " + ", ".join(workers) in err
     ok = _cli(env, "add", "x", "p99 > 5ms", "--job", RUN, "--step", "sink", "--worker", workers[0])
     assert ok.returncode == 0, ok.stderr
@@ -193,7 +192,7 @@ def test_scope_names_are_checked_against_what_the_run_reports(run_db, tmp_path):
     yml.write_text("rules:\n  - name: a\n    condition: p99 > 1ms\n"
                    "  - name: b\n    condition: p99 > 1ms\n    step: Sink\n")
     err = _one_line_error(_cli(env, "load", str(yml)))
-    assert "rule 'b': step 'Sink' is not one every run reports; did you mean 'sink'?" in err
+    assert "rule 'b': step 'Sink' is not a step of any run; did you mean 'sink'?" in err
     assert [r.name for r in RuleStore(tmp_path / "state" / "alerts" / "rules.json").rules()] == ["x"]
 
     # InfluxDB down: the fixed lists still catch a misspelled step; a worker is accepted with a note
