@@ -243,7 +243,7 @@ def start_evaluator(state_dir: Path | None, sink, *, client: InfluxClient | None
     try:
         ev = AlertEvaluator(RuleStore(path), client or InfluxClient(InfluxConfig.from_env()), sink,
                             interval_s=interval_s, webhook_policy=webhook_policy)
-    except (OSError, ValueError) as e:        # e.g. a damaged namespace file: the job runs on, unevaluated
+    except ValueError as e:                   # e.g. a damaged namespace file: the job runs on, unevaluated
         log.error("alerts: not evaluating %s: %s", path, e)
         os.close(fd)
         return None

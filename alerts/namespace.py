@@ -11,7 +11,9 @@ folder's rules, whatever their names.
 Points written before namespaces existed carry no tag. They belong to the folder that
 already had a rules file when its namespace was created (`legacy`: it is the folder
 whose evaluator wrote them); a folder created since never reads them. A copied state
-folder shares its namespace: remove `alerts/namespace.json` in the copy to give it its own.
+folder shares its namespace: remove `alerts/namespace.json` in the copy to give it its own
+(recreated with `"legacy": true`, as the copy has rules: set it to false by hand if the
+copy should not read the history from before namespaces either).
 """
 from __future__ import annotations
 
@@ -50,21 +52,27 @@ def _read(path: Path) -> AlertNamespace:
 
 
 def load_namespace(rules_path: Path) -> AlertNamespace:
-    """Return the namespace of a rules file's folder, creating it on first use (race-free)."""
+    """Return the namespace of a rules file's folder, creating it on first use (race-free).
+
+    Raise ValueError, saying why, if it can be neither read nor created.
+    """
     path = namespace_path(rules_path)
     try:
-        return _read(path)
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A rules file older than its namespace: this folder's evaluator wrote the untagged history.
-    ns = AlertNamespace(secrets.token_hex(_ID_CHARS // 2), legacy=Path(rules_path).exists())
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"id": ns.id, "legacy": ns.legacy}) + "\n", encoding="utf-8")
-    try:
-        os.link(tmp, path)         # fails if another process created it first: theirs wins
-    except FileExistsError:
-        return _read(path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return ns
+        try:
+            return _read(path)
+        except FileNotFoundError:
+            pass
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # A rules file older than its namespace: this folder's evaluator wrote the untagged history.
+        ns = AlertNamespace(secrets.token_hex(_ID_CHARS // 2), legacy=Path(rules_path).exists())
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"id": ns.id, "legacy": ns.legacy}) + "\n", encoding="utf-8")
+        try:
+            os.link(tmp, path)     # fails if another process created it first: theirs wins
+        except FileExistsError:
+            return _read(path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return ns
+    except OSError as e:
+        raise ValueError(f"cannot read or create the alert namespace {path}: {e.strerror or e}") from None

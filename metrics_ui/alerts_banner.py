@@ -44,9 +44,6 @@ def source() -> AlertsSource:
     src = current_app.extensions[EXTENSION]
     try:
         namespace = load_namespace(src.store.path)
-    except OSError as e:
-        why = f"cannot read the alert namespace beside {src.store.path}: {e.strerror or e}"
-        return AlertsSource(src.store, AlertHistory(src.history.client, None, why))
     except ValueError as e:
         return AlertsSource(src.store, AlertHistory(src.history.client, None, str(e)))
     return AlertsSource(src.store, src.history.within(namespace))

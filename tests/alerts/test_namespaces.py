@@ -19,8 +19,11 @@ from alerts.evaluate import FIRING, OK, RESOLVED
 from alerts.history import ALERT_EVENTS, AlertEvent, AlertHistory, event_point
 from alerts.namespace import NAMESPACE_FILE, AlertNamespace, load_namespace
 from alerts.rules import Rule
+from alerts.evaluator import start_evaluator
 from alerts.store import RuleStore
-from collector.influx import Point
+from collector.influx import InfluxClient, InfluxConfig, Point
+from collector.testing import MemoryWriter
+from engine.cli import main
 from engine.config import Config
 from engine.fleet import Fleet, wait_until
 from engine.replay import replay
@@ -161,44 +164,26 @@ def test_untagged_history_belongs_to_the_folder_that_had_rules_before_namespaces
     assert AlertHistory(influx_client, AlertNamespace("someoneelse")).events("main") == []
 
 
-def test_a_damaged_namespace_file_is_one_clear_line(tmp_path):
-    rules = tmp_path / "alerts" / "rules.json"
-    rules.parent.mkdir(parents=True)
+def test_a_damaged_namespace_file_is_one_clear_line_and_the_job_runs_on(tmp_path, capsys):
+    state = tmp_path / "state"
+    rules = state / "alerts" / "rules.json"
+    RuleStore(rules).put(Rule.from_dict({"name": "main", "condition": "p99 > 1ms"}))
     (rules.parent / NAMESPACE_FILE).write_text("{not json")
     with pytest.raises(ValueError, match=r"namespace\.json is damaged .*remove it"):
         load_namespace(rules)
+    assert main(["alerts", "--state-dir", str(state), "list"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "namespace.json is damaged" in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    # the job's evaluator stays off (logged), and its lock is free for one started once the file is fixed
+    assert start_evaluator(state, MemoryWriter(), client=InfluxClient(InfluxConfig(url="http://127.0.0.1:9"))) is None
+    (rules.parent / NAMESPACE_FILE).unlink()
+    ev = start_evaluator(state, MemoryWriter(), client=InfluxClient(InfluxConfig(url="http://127.0.0.1:9")),
+                         interval_s=3600)
+    assert ev is not None
+    ev.stop()
 
 
-def test_scope_names_are_checked_against_what_the_run_reports(run_db, tmp_path):
-    env = _env(run_db, tmp_path / "state")
-    err = _one_line_error(_cli(env, "add", "x", "p99 > 5ms", "--step", "chek_market_data"))
-    assert "step 'chek_market_data' is not a step of any run; did you mean 'check_market_data'?" in err
-    assert "valid: ingress, source, check_market_data, sink, start-to-end" in err
-    err = _one_line_error(_cli(env, "add", "x", "p99 > 5ms", "--pipeline", "order"))
-    assert "pipeline 'order'" in err and "valid: nbbo, orders" in err
-    # a rule naming the run: that run's steps, and that step's workers
-    workers = sorted({v[1] for s in run_db.query('SHOW TAG VALUES FROM "latency" WITH KEY = "worker" '
-                                                 'WHERE "run" = $r AND "step" = \'sink\'', {"r": RUN})
-                      for v in s.values})
-    assert workers
-    err = _one_line_error(_cli(env, "add", "x", "p99 > 5ms", "--job", RUN, "--step", "sink",
-                               "--worker", "nohost/p9"))
-    assert f"worker 'nohost/p9' is not a worker of run {RUN}'s step sink" in err
-    assert "valid: " + ", ".join(workers) in err
-    ok = _cli(env, "add", "x", "p99 > 5ms", "--job", RUN, "--step", "sink", "--worker", workers[0])
-    assert ok.returncode == 0, ok.stderr
-    # `alerts load` too: nothing of a file with one bad rule is saved
-    yml = tmp_path / "rules.yaml"
-    yml.write_text("rules:\n  - name: a\n    condition: p99 > 1ms\n"
-                   "  - name: b\n    condition: p99 > 1ms\n    step: Sink\n")
-    err = _one_line_error(_cli(env, "load", str(yml)))
-    assert "rule 'b': step 'Sink' is not a step of any run; did you mean 'sink'?" in err
-    assert [r.name for r in RuleStore(tmp_path / "state" / "alerts" / "rules.json").rules()] == ["x"]
-
-    # InfluxDB down: the fixed lists still catch a misspelled step; a worker is accepted with a note
-    down = {**env, "MS_INFLUX_URL": "http://127.0.0.1:9"}
-    err = _one_line_error(_cli(down, "add", "y", "p99 > 5ms", "--step", "chek_market_data"))
-    assert "valid: ingress, source, check_market_data, sink, start-to-end" in err
-    ok = _cli(down, "add", "y", "p99 > 5ms", "--worker", "somehost/p0")
-    assert ok.returncode == 0, ok.stderr
-    assert "worker 'somehost/p0' not checked (InfluxDB at http://127.0.0.1:9 is unreachable)" in ok.stderr
+def test_a_namespace_that_cannot_be_created_is_one_clear_line(tmp_path):
+    (tmp_path / "alerts").write_text("a file where the rules folder should be")
+    with pytest.raises(ValueError, match=r"cannot read or create the alert namespace .*alerts/namespace\.json: "):
+        load_namespace(tmp_path / "alerts" / "rules.json")
