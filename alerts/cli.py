@@ -2,7 +2,9 @@
 
 Rules live in `<state>/alerts/rules.json` (`--state-dir`, `MS_STATE_DIR`, or
 `MS_ALERTS_FILE`); a running evaluator applies every change at its next cycle. Bad input
-exits 2 with one line saying what is wrong (ValueError, handled by `engine.cli.main`).
+exits 2 with one line saying what is wrong (ValueError, handled by `engine.cli.main`),
+including a step, pipeline or worker no run reports (`alerts.scope_names`). `list` shows
+the states of this folder's namespace only (`alerts.namespace`).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 from collector.names import check_name
 
 from .rules import CONDITION_HELP, Rule, format_duration, redact_url
+from .scope_names import check_rules
 from .store import RuleStore, default_rules_path, read_rules_file
 from .webhook_target import WebhookPolicy, check_webhook_target
 
@@ -35,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        description=f"CONDITION is {CONDITION_HELP}.")
     p.add_argument("name", help="rule name: letters, digits and _ . : @ + - (first a letter or digit)")
     p.add_argument("condition", help="e.g. 'p99 > 5ms' (quote it: > redirects in a shell)")
-    p.add_argument("--step", help="step (default start-to-end; not for backlog/backpressure)")
+    p.add_argument("--step", help="step (default start-to-end; not for backlog/backpressure); "
+                                  "checked, as --pipeline and --worker, against what the runs report")
     p.add_argument("--pipeline", help="nbbo or orders (default: both)")
     p.add_argument("--worker", help="one worker, e.g. host/p0 (default: all)")
     p.add_argument("--job", help="run id (default: any run writing metrics)")
@@ -76,7 +80,7 @@ def _list(args, store: RuleStore) -> int:
     if not rules:
         print(f"no rules in {store.path} (add one: marketspread alerts add NAME 'p99 > 5ms')")
         return 0
-    states, note = _current_states()
+    states, note = _current_states(store)
     from .evaluator import read_status
     status = read_status(store.path)
     errors = (status or {}).get("errors", {})
@@ -99,13 +103,15 @@ def _list(args, store: RuleStore) -> int:
     return 0
 
 
-def _current_states() -> tuple[dict[str, str], str | None]:
+def _current_states(store: RuleStore) -> tuple[dict[str, str], str | None]:
+    """Return the rules' states as this folder's evaluator recorded them (its namespace only)."""
     from collector.influx import InfluxClient, InfluxConfig, InfluxError
 
     from .history import AlertHistory
+    from .namespace import load_namespace
     client = InfluxClient(InfluxConfig.from_env())
     try:
-        return {k: e.state for k, e in AlertHistory(client).current().items()}, None
+        return {k: e.state for k, e in AlertHistory(client, load_namespace(store.path)).current().items()}, None
     except InfluxError as e:
         return {}, f"states unknown: InfluxDB at {client.url} is unreachable ({e})"
 
@@ -115,7 +121,7 @@ def _add(args, store: RuleStore) -> int:
          "worker": args.worker, "job": args.job, "window": args.window, "for": args.for_,
          "webhook": args.webhook, "muted": args.muted}
     rule = Rule.from_dict({k: v for k, v in d.items() if v is not None})
-    notes = _check_webhooks([rule])
+    notes = _check_webhooks([rule]) + _check_scope_names([rule])
     new = store.put(rule, replace=args.replace)
     print(f"{'added' if new else 'replaced'} {rule.name}: {rule.summary()}")
     for note in notes:
@@ -138,6 +144,16 @@ def _check_webhooks(rules: list[Rule]) -> list[str]:
     return notes
 
 
+def _check_scope_names(rules: list[Rule]) -> list[str]:
+    """Refuse a step, pipeline or worker no run reports (InfluxDB from MS_INFLUX_*); return notes."""
+    from collector.influx import InfluxClient, InfluxConfig
+    client = InfluxClient(InfluxConfig.from_env())
+    try:
+        return check_rules(client, rules)
+    finally:
+        client.close()
+
+
 def _rm(args, store: RuleStore) -> int:
     store.remove(check_name(args.name, "name"))
     print(f"removed {args.name}")
@@ -146,7 +162,7 @@ def _rm(args, store: RuleStore) -> int:
 
 def _load(args, store: RuleStore) -> int:
     rules = read_rules_file(args.file)
-    notes = _check_webhooks(rules)
+    notes = _check_webhooks(rules) + _check_scope_names(rules)
     added, replaced = store.put_all(rules)
     print(f"{args.file}: {added} added, {replaced} replaced ({len(store.rules())} rules in {store.path})")
     for note in notes:

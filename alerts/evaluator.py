@@ -10,6 +10,10 @@ machine (`evaluate.advance`), writes every change to `alert_events` and hands FI
 RESOLVED to the webhook notifier. After a restart the states are restored from the last
 events, so a rule still firing is not announced twice.
 
+Every point it writes carries the rules folder's namespace (`alerts.namespace`), and it
+restores only that namespace's states: evaluators of other state folders writing to the
+same database never close, resolve or re-announce each other's rules.
+
 A status file beside the rules (`evaluator.json`: pid, last cycle, per-rule query errors)
 lets the CLI and UI tell whether an evaluator is alive.
 """
@@ -29,6 +33,7 @@ from collector.influx import InfluxClient, InfluxConfig, InfluxError
 
 from .evaluate import NOTIFIED, OK, RESOLVED_HOLD_S, STATES, AlertState, Transition, advance
 from .history import AlertEvent, AlertHistory, event_point, notification_point
+from .namespace import AlertNamespace, load_namespace
 from .notify import Notification, WebhookNotifier, build_payload
 from .query import MetricReader
 from .rules import Rule
@@ -46,19 +51,24 @@ class AlertEvaluator:
 
     `sink` is any writer with `add(points)` (the job's `InfluxWriter`); `evaluate_once`
     is the whole cycle, callable directly. `webhook_policy` says which internal webhook
-    targets the default notifier may reach (none unless given).
+    targets the default notifier may reach (none unless given). `namespace` defaults to
+    the rules folder's own (`load_namespace`); a given `notifier` must record its attempts
+    with it (`notification_point(record, evaluator.namespace)`).
     """
 
     def __init__(self, store: RuleStore, client: InfluxClient, sink, *, interval_s: float = DEFAULT_INTERVAL_S,
                  notifier: WebhookNotifier | None = None, resolved_hold_s: float = RESOLVED_HOLD_S,
-                 status_path: Path | None = None, webhook_policy: WebhookPolicy = WebhookPolicy()):
+                 status_path: Path | None = None, webhook_policy: WebhookPolicy = WebhookPolicy(),
+                 namespace: AlertNamespace | None = None):
         self.store = store
         self.sink = sink
         self.interval_s = interval_s
         self.resolved_hold_s = resolved_hold_s
+        self.namespace = namespace if namespace is not None else load_namespace(store.path)
         self.reader = MetricReader(client)
-        self.history = AlertHistory(client)
-        self.notifier = notifier or WebhookNotifier(on_attempt=lambda r: sink.add(notification_point(r)),
+        self.history = AlertHistory(client, self.namespace)
+        ns = self.namespace
+        self.notifier = notifier or WebhookNotifier(on_attempt=lambda r: sink.add(notification_point(r, ns)),
                                                     policy=webhook_policy)
         self.status_path = status_path if status_path is not None else store.path.with_name(STATUS_FILE)
         self.states: dict[str, AlertState] = {}
@@ -72,7 +82,8 @@ class AlertEvaluator:
     def start(self) -> "AlertEvaluator":
         self.notifier.start()
         self._thread.start()
-        log.info("alerts: evaluating %s every %.0f s", self.store.path, self.interval_s)
+        log.info("alerts: evaluating %s (namespace %s) every %.0f s", self.store.path, self.namespace.id,
+                 self.interval_s)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -138,12 +149,12 @@ class AlertEvaluator:
             self.states[rule.name] = state
             if tr is not None:
                 changes.append((rule, tr))
-        points = [event_point(e, "") for e in closed]
+        points = [event_point(e, "", self.namespace) for e in closed]
         for rule, tr in changes:
             log.info("alert %s: %s -> %s (%s %s)", rule.name, tr.previous, tr.state, rule.condition.metric,
                      rule.condition.format_value(tr.value))
             points.append(event_point(AlertEvent(rule.name, tr.at_ns, tr.state, tr.previous, tr.value,
-                                                 rule.condition.text), rule.scope_text()))
+                                                 rule.condition.text), rule.scope_text(), self.namespace))
             if tr.state in NOTIFIED and rule.webhook and not rule.muted:
                 self.notifier.submit(Notification(rule.name, tr.state, rule.webhook, build_payload(rule, tr)))
         if points:
@@ -154,7 +165,8 @@ class AlertEvaluator:
 
     def _write_status(self, now_ns: int) -> None:
         doc = {"pid": os.getpid(), "host": socket.gethostname(), "interval_s": self.interval_s,
-               "last_cycle_ns": now_ns, "rules": len(self.rules), "errors": self.errors,
+               "last_cycle_ns": now_ns, "namespace": self.namespace.id, "rules": len(self.rules),
+               "errors": self.errors,
                "webhooks": {"sent": self.notifier.sent, "failed": self.notifier.failed,
                             "dropped": self.notifier.dropped, "pending": self.notifier.pending()}}
         try:
@@ -228,7 +240,12 @@ def start_evaluator(state_dir: Path | None, sink, *, client: InfluxClient | None
         interval_s = _interval_from_env()
     if webhook_policy is None:
         webhook_policy = _policy_from_env()
-    ev = AlertEvaluator(RuleStore(path), client or InfluxClient(InfluxConfig.from_env()), sink,
-                        interval_s=interval_s, webhook_policy=webhook_policy)
+    try:
+        ev = AlertEvaluator(RuleStore(path), client or InfluxClient(InfluxConfig.from_env()), sink,
+                            interval_s=interval_s, webhook_policy=webhook_policy)
+    except ValueError as e:                   # e.g. a damaged namespace file: the job runs on, unevaluated
+        log.error("alerts: not evaluating %s: %s", path, e)
+        os.close(fd)
+        return None
     ev.on_release = lambda: os.close(fd)
     return ev.start()

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from .namespace import load_namespace
 from .rules import Rule
 
 FILE_VERSION = 1
@@ -149,6 +150,7 @@ class RuleStore:
     def _write(self, rules: list[Rule]) -> None:
         if len(rules) > MAX_RULES:
             raise ValueError(f"at most {MAX_RULES} rules are allowed; remove some first")
+        load_namespace(self.path)        # before a first rules file: a new folder owns no untagged history
         tmp = self.path.with_name(self.path.name + ".tmp")
         doc = {"version": FILE_VERSION, "rules": [r.to_dict() for r in rules]}
         with open(tmp, "w", encoding="utf-8") as f:

@@ -1,7 +1,9 @@
 """Alerts in the dashboard: where the app finds rules and history, and the banner on every page.
 
 The UI never evaluates (the job's evaluator or `marketspread alerts serve` does, so no
-webhook is sent twice): it reads the rules file and the `alert_events` history. The
+webhook is sent twice): it reads the rules file and the `alert_events` history of that
+file's namespace (`alerts.namespace`; the rules file is found as the CLI finds it:
+`MS_ALERTS_FILE`, else `<MS_STATE_DIR or .state>/alerts/rules.json`). The
 banner sits in the shared layout and refreshes on its own interval; it lists every
 unmuted rule whose last state change was to FIRING.
 """
@@ -15,6 +17,7 @@ from flask import current_app
 
 from alerts.evaluate import FIRING
 from alerts.history import AlertHistory
+from alerts.namespace import load_namespace
 from alerts.rules import Rule
 from alerts.store import RuleStore
 from collector.influx import InfluxError
@@ -32,8 +35,18 @@ class AlertsSource:
 
 
 def source() -> AlertsSource:
-    """Return the app's AlertsSource (callbacks run inside a Flask request)."""
-    return current_app.extensions[EXTENSION]
+    """Return the app's AlertsSource, its history that of the rules folder's namespace only.
+
+    The namespace is read at each call (a small file beside the rules), so a folder whose
+    evaluator creates it after the app started is read correctly. If it cannot be read or
+    created, the history's queries raise ValueError saying why (the callers show it).
+    """
+    src = current_app.extensions[EXTENSION]
+    try:
+        namespace = load_namespace(src.store.path)
+    except ValueError as e:
+        return AlertsSource(src.store, AlertHistory(src.history.client, None, str(e)))
+    return AlertsSource(src.store, src.history.within(namespace))
 
 
 def firing(rules: list[Rule], hist: AlertHistory) -> list[tuple[Rule, object]]:

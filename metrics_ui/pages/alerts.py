@@ -1,11 +1,12 @@
 """Alerts page: the rules with their state, a form to create and edit, mute and delete, history.
 
-Rules are validated by `alerts.rules.Rule.from_dict`, exactly as the CLI's, and a webhook
-by the same target check (`alerts.webhook_target`); a bad field shows its reason above
-the form. Saving under an existing name replaces that rule (what
-"edit" fills the form for). Nothing here evaluates: states come from `alert_events`, the
-evaluator's liveness and query errors from its status file, webhook failures from
-`alert_notifications`.
+Rules are validated by `alerts.rules.Rule.from_dict`, exactly as the CLI's, a webhook
+by the same target check (`alerts.webhook_target`) and the step, pipeline and worker
+against what the runs report (`alerts.scope_names`); a bad field shows its reason above
+the form. Saving under an existing name replaces that rule (what "edit" fills the form
+for). Nothing here evaluates: states come from the `alert_events` of the rules folder's
+namespace only, the evaluator's liveness and query errors from its status file, webhook
+failures from `alert_notifications`.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from flask import current_app
 from alerts.evaluator import read_status
 from alerts.history import NotificationRecord
 from alerts.rules import CONDITION_HELP, DEFAULT_STEP, Rule, format_duration, redact_url
+from alerts.scope_names import check_rules
 from alerts.webhook_target import WebhookPolicy, check_webhook_target
 from collector.influx import InfluxError
 
@@ -155,6 +157,9 @@ def refresh_alerts(_n, _version, last_digest):
     except InfluxError as e:
         current, last = {}, {}
         banner = c.influx_error_banner(e)
+    except ValueError as e:                   # the folder's namespace file, unreadable
+        current, last = {}, {}
+        banner = c.warning_banner(str(e))
     shown = [(r, current[r.name].state if r.name in current else "OK", errors.get(r.name), last.get(r.name))
              for r in rules]
     # Re-render only on change: a table replaced every tick would swallow a click on its buttons.
@@ -188,8 +193,11 @@ def change_rules(_save, _actions, version, *values):
             before = store.get(given["name"]) if isinstance(given.get("name"), str) else None
             rule = Rule.from_dict({**given, "muted": before.muted if before is not None else False})
             # the same check as `alerts add`: no internal address unless MS_WEBHOOK_ALLOW allows it
-            note = check_webhook_target(rule.webhook, WebhookPolicy.from_env()) if rule.webhook else None
+            notes = [check_webhook_target(rule.webhook, WebhookPolicy.from_env())] if rule.webhook else []
+            # and as theirs: a step, pipeline or worker no run reports is refused, the valid ones listed
+            notes += check_rules(c.store().client, [rule])
             new = store.put(rule)
+            note = "; ".join(n for n in notes if n)
             text = f"{'Created' if new else 'Saved'} {rule.name}: {rule.summary()}" + (f" ({note})" if note else "")
             return (html.Div(text, className="banner banner-ok", role="status"), (version or 0) + 1,
                     *([""] * len(FORM)))

@@ -9,6 +9,7 @@ import pytest
 from alerts.evaluate import FIRING, OK, PENDING, RESOLVED
 from alerts.evaluator import read_status, start_evaluator
 from alerts.history import AlertHistory
+from alerts.namespace import load_namespace
 from alerts.query import MetricReader
 from alerts.rules import Rule
 from alerts.store import RuleStore
@@ -39,7 +40,7 @@ def test_real_run_fires_then_resolves_and_rules_survive_restart(spark, influx_cl
     generate(nbbo, orders, symbols=200, nbbo=20_000, orders=20_000, wide_share=0.1, seed=5)
     state = tmp_path / "state"
     store = RuleStore(state / "alerts" / "rules.json")
-    history = AlertHistory(influx_client)
+    history = AlertHistory(influx_client, load_namespace(store.path))
 
     with WebhookReceiver() as hook, InfluxWriter(influx_client, tmp_path / "spool").start() as writer:
         store.put(Rule.from_dict({"name": "e2e-p99", "condition": "p99 > 1us", "step": "start-to-end",

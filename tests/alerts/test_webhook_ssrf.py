@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from alerts.history import AlertHistory
+from alerts.namespace import load_namespace
 from alerts.notify import Notification, WebhookNotifier, post_json
 from alerts.rules import Rule
 from alerts.store import RuleStore
@@ -145,7 +146,7 @@ def test_a_rule_already_in_the_file_cannot_reach_influxdb_or_a_local_service_at_
                        for name, url in hooks.items()])
         served = _cli(_env(tmp_path, influx_client), "serve", "--interval", "0.5", "--duration", "3")
         assert served.returncode == 0, served.stderr[-2000:]
-        history = AlertHistory(influx_client)
+        history = AlertHistory(influx_client, load_namespace(store.path))
         attempts = _wait(lambda: (lambda n: n if len(n) >= 4 else None)(history.notifications()))
         assert local.requests == 0
     assert victim not in _databases(influx_client)

@@ -15,12 +15,18 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 
 from alerts.evaluator import AlertEvaluator
-from alerts.history import notification_point
+from alerts.history import AlertHistory, notification_point
+from alerts.namespace import load_namespace
 from alerts.notify import WebhookNotifier
+from alerts.rules import Rule
 from alerts.store import RuleStore
 from alerts.webhook_target import WebhookPolicy
 from collector.influx import InfluxWriter
+from collector.testing import MemoryWriter
+from engine.config import Config
 from engine.fleet import Fleet, wait_until
+from engine.replay import replay
+from engine.tools.generate import generate
 from metrics_ui.app import UiConfig, create_app
 
 from .conftest import NS, make_points
@@ -87,7 +93,8 @@ def test_alerts_page_creates_edits_mutes_deletes_and_banner_shows_firing(dash_du
 
     # the evaluator (not the UI) finds the rule broken: FIRING, banner on every page
     with InfluxWriter(influx_client, tmp_path / "spool").start() as writer:
-        notifier = WebhookNotifier(lambda rec: writer.add(notification_point(rec)), max_attempts=2,
+        ns = load_namespace(rules_path)
+        notifier = WebhookNotifier(lambda rec: writer.add(notification_point(rec, ns)), max_attempts=2,
                                    first_backoff_s=0.1, policy=WebhookPolicy.parse("127.0.0.1")).start()
         ev = AlertEvaluator(RuleStore(rules_path), influx_client, writer, interval_s=3600, notifier=notifier)
         [(_, tr)] = ev.evaluate_once()
@@ -187,3 +194,67 @@ def test_the_started_ui_refuses_internal_webhooks_in_the_form(dash_duo, influx_c
         assert dash_duo.get_logs() == []
     finally:
         fleet.stop_all()
+
+
+def test_the_page_checks_scope_names_and_shows_only_its_folders_states(dash_duo, spark, influx_client, tmp_path,
+                                                                        monkeypatch):
+    """Issue 16 in the browser, on a real run: a misspelled step is refused with the valid ones listed;
+    another state folder's evaluator, sharing the database, changes nothing this folder's page shows."""
+    monkeypatch.setenv("MS_INFLUX_URL", influx_client.config.url)
+    monkeypatch.setenv("MS_INFLUX_DB", influx_client.config.db)
+    nbbo, orders = tmp_path / "nbbo.msg", tmp_path / "orders.msg"
+    generate(nbbo, orders, symbols=100, nbbo=5_000, orders=5_000, wide_share=0.1, seed=11)
+    rep = replay([nbbo], [orders], tmp_path / "out.msg", Config.from_env(state_dir=tmp_path / "run"),
+                 run_id="page-run", spark=spark)
+    assert rep.accepted == 10_100
+    workers = sorted({v[1] for s in influx_client.query('SHOW TAG VALUES FROM "latency" WITH KEY = "worker" '
+                                                        'WHERE "run" = \'page-run\' AND "step" = \'sink\'')
+                      for v in s.values})
+    assert workers
+
+    rules_path = tmp_path / "main" / "alerts" / "rules.json"
+    app = create_app(UiConfig(influx=influx_client.config, refresh_ms=500, alerts_file=rules_path))
+    dash_duo.start_server(app, port=_free_port())
+    dash_duo.wait_for_page(dash_duo.server_url + "/alerts")
+    dash_duo.wait_for_contains_text("#alerts-table", "no rules yet", timeout=TIMEOUT)
+
+    _fill(dash_duo, {"name": "cmd", "condition": "p99 > 1us", "step": "chek_market_data"})
+    dash_duo.wait_for_contains_text("#alerts-message", "step 'chek_market_data' is not a step of any run; "
+                                    "did you mean 'check_market_data'?", timeout=TIMEOUT)
+    assert "valid: ingress, source, check_market_data, sink, start-to-end" in \
+        dash_duo.find_element("#alerts-message").text
+    _fill(dash_duo, {"step": "sink", "job": "page-run", "worker": "nohost/p9"})
+    dash_duo.wait_for_contains_text("#alerts-message", "worker 'nohost/p9' is not a worker of run page-run's "
+                                    "step sink", timeout=TIMEOUT)
+    assert "valid: " + ", ".join(workers) in dash_duo.find_element("#alerts-message").text
+    assert RuleStore(rules_path).rules() == []
+    _fill(dash_duo, {"step": "check_market_data", "worker": "", "window": "1h"})
+    dash_duo.wait_for_contains_text("#alerts-message", "Created cmd", timeout=TIMEOUT)
+
+    # this folder's evaluator fires the rule on the run's latencies
+    main = MemoryWriter()
+    main_ev = AlertEvaluator(RuleStore(rules_path), influx_client, main, interval_s=3600)
+    [(_, tr)] = main_ev.evaluate_once()
+    assert tr.state == "FIRING"
+    influx_client.write(main.points)
+    dash_duo.wait_for_contains_text("#alerts-banner", "FIRING: cmd", timeout=TIMEOUT)
+
+    # a bench folder's evaluators on the same database: no rules, then a rule of the same name that holds
+    bench_rules = tmp_path / "bench" / "alerts" / "rules.json"
+    bench = MemoryWriter()
+    AlertEvaluator(RuleStore(bench_rules), influx_client, bench, interval_s=3600).evaluate_once()
+    RuleStore(bench_rules).put(Rule.from_dict({"name": "cmd", "condition": "p99 > 1h", "window": "1h"}))
+    AlertEvaluator(RuleStore(bench_rules), influx_client, bench, interval_s=3600).evaluate_once()
+    influx_client.write(bench.points)               # what they wrote lands where the page reads (nothing)
+
+    dash_duo.wait_for_page(dash_duo.server_url + "/alerts")       # a fresh render of what is recorded now
+    dash_duo.wait_for_contains_text("#alerts-table", "p99 > 1us", timeout=TIMEOUT)
+    assert "FIRING" in dash_duo.find_element("#alerts-table").text
+    dash_duo.wait_for_contains_text("#alerts-banner", "FIRING: cmd", timeout=TIMEOUT)
+    dash_duo.select_dcc_dropdown("#alerts-history-rule", value="cmd")
+    dash_duo.wait_for_contains_text("#alerts-history", "FIRING", timeout=TIMEOUT)
+    rows = dash_duo.find_elements("#alerts-history tbody tr")
+    assert len(rows) == 1 and "rule deleted" not in dash_duo.find_element("#alerts-history").text
+    assert AlertHistory(influx_client, main_ev.namespace).current()["cmd"].state == "FIRING"
+    assert dash_duo.get_logs() == []
+    assert bench.points == []

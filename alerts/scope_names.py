@@ -1,0 +1,116 @@
+"""Check a rule's step, pipeline and worker against the names runs report.
+
+A misspelled step (`chek_market_data`) matches no data, and no data never fires: the rule
+would stay OK forever. So `alerts add`, `alerts load` and the Alerts page refuse a name
+no run reports, with the valid ones in the message. A rule naming a run that has data is
+checked against that run's own steps, and that step's pipelines and workers; a rule
+naming no run (or a run not started yet) against the steps and pipelines every run
+reports, and the workers any run reports for the step. When InfluxDB cannot say
+(unreachable, or no run has that step yet) steps and pipelines are checked against the
+fixed lists and a worker is accepted with a note: an outage must not block editing.
+
+`check_scope` is pure; `reported_names` asks InfluxDB.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from collector.influx import InfluxClient, InfluxError
+from collector.samples import PIPELINES, STEPS
+from metrics_ui.data import LATENCY, MetricsStore
+
+from .rules import Rule
+
+MAX_LISTED = 20                       # names listed in an error; a run may have hundreds of workers
+
+
+@dataclass(frozen=True)
+class ReportedNames:
+    """The names a rule's scope may use; `workers` None when unknown (then any is accepted)."""
+    steps: tuple[str, ...]
+    pipelines: tuple[str, ...]
+    workers: tuple[str, ...] | None
+    source: str                       # whose names these are, for messages: "run r1", "any run"
+    note: str | None = None           # why a name could not be checked
+    of_step: bool = False             # pipelines and workers are those of the rule's step only
+
+
+FIXED = ReportedNames(STEPS, PIPELINES, None, "any run")
+
+
+def _listing(names: tuple[str, ...]) -> str:
+    shown = ", ".join(names[:MAX_LISTED])
+    return shown + (f" … ({len(names)} in all)" if len(names) > MAX_LISTED else "")
+
+
+def _check(value: str | None, valid: tuple[str, ...], what: str, source: str) -> None:
+    if value is None or value in valid:
+        return
+    if not valid:
+        raise ValueError(f"{what} {value!r}: {source} has no {what}s yet")
+    close = difflib.get_close_matches(value, valid, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise ValueError(f"{what} {value!r} is not a {what} of {source}; {hint}valid: {_listing(valid)}")
+
+
+def check_scope(rule: Rule, names: ReportedNames) -> str | None:
+    """Raise ValueError if the rule's step, pipeline or worker is not among `names`; return a note."""
+    if rule.step is None:                       # backlog / backpressure: the whole job's figure
+        return None
+    of = f"{names.source}'s step {rule.step}" if names.of_step else names.source
+    try:
+        _check(rule.step, names.steps, "step", names.source)
+        _check(rule.pipeline, names.pipelines, "pipeline", of)
+        if names.workers is not None:
+            _check(rule.worker, names.workers, "worker", of)
+    except ValueError as e:
+        raise ValueError(f"rule {rule.name!r}: {e}") from None
+    if rule.worker is not None and names.workers is None:
+        return f"rule {rule.name!r}: worker {rule.worker!r} not checked ({names.note or 'no run reports workers yet'})"
+    return None
+
+
+def _workers_of_step(client: InfluxClient, step: str) -> tuple[str, ...]:
+    series = client.query(f'SHOW TAG VALUES FROM "{LATENCY}" WITH KEY = "worker" WHERE "step" = $step',
+                          {"step": step})
+    return tuple(sorted({v[1] for s in series for v in s.values}))
+
+
+def reported_names(client: InfluxClient, rule: Rule) -> ReportedNames:
+    """Return the names the rule's run reports (or every run's), the fixed lists when InfluxDB can't say."""
+    if rule.step is None:
+        return FIXED
+    try:
+        if rule.job is not None:
+            store = MetricsStore(client)
+            steps = tuple(store.steps(rule.job))
+            if steps:
+                source = f"run {rule.job}"
+                if rule.step not in steps:
+                    return ReportedNames(steps, PIPELINES, None, source)
+                pipelines, workers = store.step_filters(rule.job, rule.step)
+                return ReportedNames(steps, tuple(pipelines), tuple(workers), source, of_step=True)
+        workers = _workers_of_step(client, rule.step) if rule.worker is not None else ()
+    except InfluxError as e:
+        why = f"InfluxDB at {client.url} is unreachable" if e.status is None else f"InfluxDB: {e}"
+        return ReportedNames(STEPS, PIPELINES, None, "any run", why)
+    source = "any run" if rule.job is None else f"any run (run {rule.job} has no data yet)"
+    if not workers:
+        return ReportedNames(STEPS, PIPELINES, None, source, f"no run has reported step {rule.step} yet")
+    # every run has both pipelines; the workers are those any run had for this step
+    return ReportedNames(STEPS, PIPELINES, workers, source, of_step=True)
+
+
+def check_rules(client: InfluxClient, rules: list[Rule]) -> list[str]:
+    """Check every rule's scope names against InfluxDB; raise ValueError on the first bad one; return notes."""
+    asked: dict[tuple, ReportedNames] = {}          # a rules file repeats scopes: ask once per scope
+    notes = []
+    for rule in rules:
+        key = (rule.job, rule.step, rule.worker is not None)
+        if key not in asked:
+            asked[key] = reported_names(client, rule)
+        note = check_scope(rule, asked[key])
+        if note:
+            notes.append(note)
+    return notes
