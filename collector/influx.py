@@ -468,8 +468,8 @@ class InfluxClient:
             if result.get("error"):
                 raise InfluxError(f"query: {result['error']}", status)
             for s in result.get("series", []):
-                out.append(Series(s.get("name", ""), s.get("tags") or {}, s.get("columns", []),
-                                  s.get("values", [])))
+                out.append(Series(s.get("name", ""), s.get("tags") or {}, s.get("columns") or [],
+                                  s.get("values") or []))
         return out
 
     def create_database(self, name: str | None = None) -> None:

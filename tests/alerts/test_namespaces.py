@@ -39,14 +39,14 @@ RUN = "ns-run"
 @pytest.fixture(scope="module")
 def run_db(influxdb, spark, tmp_path_factory):
     """A database holding one real run's metrics (run `ns-run`), shared by this module's tests."""
-    gen = fresh_database(influxdb.url, "t_alerts_namespaces")
+    gen = fresh_database(influxdb, "t_alerts_namespaces")
     client = next(gen)
     tmp = tmp_path_factory.mktemp("ns-run")
     nbbo, orders = tmp / "nbbo.msg", tmp / "orders.msg"
     generate(nbbo, orders, symbols=100, nbbo=5_000, orders=5_000, wide_share=0.1, seed=7)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MS_INFLUX_URL", client.config.url)
-        mp.setenv("MS_INFLUX_DB", client.config.db)
+        for key, value in client.config.as_env().items():
+            mp.setenv(key, value)
         rep = replay([nbbo], [orders], tmp / "out.msg", Config.from_env(state_dir=tmp / "run"),
                      run_id=RUN, spark=spark)
     assert rep.accepted == 10_100
@@ -55,8 +55,7 @@ def run_db(influxdb, spark, tmp_path_factory):
 
 
 def _env(client, state: Path, **extra: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MS_STATE_DIR": str(state),
-           "MS_INFLUX_URL": client.config.url, "MS_INFLUX_DB": client.config.db, **extra}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MS_STATE_DIR": str(state), **client.config.as_env(), **extra}
     for name in ("MS_ALERTS_FILE", "MS_WEBHOOK_ALLOW"):
         if name not in extra:
             env.pop(name, None)

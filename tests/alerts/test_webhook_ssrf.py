@@ -39,7 +39,7 @@ def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:
 
 def _env(tmp_path: Path, influx_client, **extra: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MS_STATE_DIR": str(tmp_path / "state"),
-           "MS_INFLUX_URL": influx_client.config.url, "MS_INFLUX_DB": influx_client.config.db, **extra}
+           **influx_client.config.as_env(), **extra}
     for name in ("MS_ALERTS_FILE", "MS_WEBHOOK_ALLOW"):
         if name not in extra:
             env.pop(name, None)

@@ -301,7 +301,9 @@ def test_writer_survives_server_outage(tmp_path):
             count = _count(server.client(), "stream")
         finally:
             server.stop()
-    assert worst < 0.05, f"add() took {worst * 1e3:.1f} ms"
+    # not a speed target: add() must never wait for the network (a request waits up to the client's
+    # timeout, seconds), so even on a loaded machine every call returns far below that
+    assert worst < 1.0, f"add() took {worst * 1e3:.1f} ms: it waited for the network"
     assert st.points_spooled > 0 and st.write_errors >= 1, st      # the outage was real
     assert st.points_backfilled == st.points_spooled, st
     assert st.points_written + st.points_backfilled == n and st.points_dropped == 0, st
@@ -316,7 +318,7 @@ def test_spool_bound_drops_oldest_and_next_run_backfills(influx_client, tmp_path
     for i in range(0, n, 100):
         a = time.perf_counter()
         w.add([Point("sp", {}, {"seq": j}, t0 + j) for j in range(i, i + 100)])
-        assert time.perf_counter() - a < 0.05
+        assert time.perf_counter() - a < 1.0, "add() waited for the dead server (its timeout is 1 s)"
     assert not w.close(timeout=0.3)                       # server down: the rest stays in the spool
     st = w.stats()
     assert st.points_written == 0 and st.points_dropped > 0

@@ -169,7 +169,7 @@ def test_the_started_ui_refuses_internal_webhooks_in_the_form(dash_duo, influx_c
     rules_path = tmp_path / "alerts" / "rules.json"
     (tmp_path / "logs").mkdir()
     fleet = Fleet(tmp_path / "logs", cwd=ROOT, env={
-        "PYTHONPATH": str(ROOT), "MS_INFLUX_URL": influx_client.config.url, "MS_INFLUX_DB": influx_client.config.db,
+        "PYTHONPATH": str(ROOT), **influx_client.config.as_env(),
         "MS_ALERTS_FILE": str(rules_path), "MS_UI_REFRESH_MS": "500"})
     port, influx_port = _free_port(), urlsplit(influx_client.config.url).port
     url = f"http://127.0.0.1:{port}"
@@ -200,8 +200,8 @@ def test_the_page_checks_scope_names_and_shows_only_its_folders_states(dash_duo,
                                                                         monkeypatch):
     """Issue 16 in the browser, on a real run: a misspelled step is refused with the valid ones listed;
     another state folder's evaluator, sharing the database, changes nothing this folder's page shows."""
-    monkeypatch.setenv("MS_INFLUX_URL", influx_client.config.url)
-    monkeypatch.setenv("MS_INFLUX_DB", influx_client.config.db)
+    for key, value in influx_client.config.as_env().items():
+        monkeypatch.setenv(key, value)
     nbbo, orders = tmp_path / "nbbo.msg", tmp_path / "orders.msg"
     generate(nbbo, orders, symbols=100, nbbo=5_000, orders=5_000, wide_share=0.1, seed=11)
     rep = replay([nbbo], [orders], tmp_path / "out.msg", Config.from_env(state_dir=tmp_path / "run"),

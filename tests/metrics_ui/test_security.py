@@ -163,7 +163,7 @@ def test_every_response_carries_the_framing_headers_and_no_werkzeug(open_ui):
     replies["callback"] = open_ui.callback({"output": "nope"})
     assert {k: r.status for k, r in replies.items()} == {
         "/": 200, "/run/x": 200, "/alerts": 200, "/_dash-layout": 200, "/assets/style.css": 200,
-        "/no-such-page": 200, "/export/x/sink.csv": 503, "/export/a%0A/sink.csv": 400, "foreign host": 400,
+        "/no-such-page": 404, "/export/x/sink.csv": 503, "/export/a%0A/sink.csv": 400, "foreign host": 400,
         "callback": 400}                              # Dash answers unknown paths with its 404 page, as a 200
     for what, r in replies.items():
         assert {k: r.headers.get(k) for k in FRAMING} == FRAMING, what
