@@ -217,7 +217,9 @@ def start_ingress(fleet: Fleet, run_dir: Path, cfg: BenchConfig,
 
 def start_job(fleet: Fleet, run_dir: Path, cfg: BenchConfig, extra_args: Sequence[str] = ()) -> Proc:
     """Start the Spark job; return once its query runs."""
-    args = ["job", "--state-dir", run_dir, "--master", cfg.master, "--shards", cfg.shards]
+    # --keep-log: the exactness check reads the whole log after the run (retention would
+    # delete the committed segments; tests/reliability/test_retention.py checks with it on).
+    args = ["job", "--state-dir", run_dir, "--master", cfg.master, "--shards", cfg.shards, "--keep-log"]
     if cfg.max_rows_per_batch:
         args += ["--max-rows-per-batch", cfg.max_rows_per_batch]
     job = fleet.spawn("job", [*args, *extra_args])
