@@ -258,14 +258,20 @@ class BatchTail:
     def poll(self) -> list[CommittedBatch]:
         """Return batches committed since the last poll."""
         new: list[CommittedBatch] = []
-        for b in range(self.next_batch, committed_batch(self.dir) + 1):
-            m = _read_whole(self.dir, b)
-            if m is None:
-                break                 # deleted: skip_deleted below moves past it
+        last = committed_batch(self.dir)
+        self.skip_deleted()
+        while self.next_batch <= last:
+            m = _read_whole(self.dir, self.next_batch)
+            if m is None:             # deleted before or while it was read
+                if not self.skip_deleted():
+                    log.warning("%s: the files of batch %d went away, not by retention; skipped it",
+                                self.reader, self.next_batch)
+                    self.missed += 1
+                    self.next_batch += 1
+                continue
             new.append(m)
             self.count += m.count
-            self.next_batch = b + 1
-        self.skip_deleted()
+            self.next_batch += 1
         return new
 
     def skip_deleted(self) -> int:
