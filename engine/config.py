@@ -40,7 +40,7 @@ class Config:
     results_retention: str = "24h"        # delete committed result batches older than this
     results_retention_bytes: str = "10GiB"  # ... and the oldest beyond this total
     checkpoint_batches: int = 100         # spark.sql.streaming.minBatchesToRetain (Spark's default)
-    process_log_bytes: int = 20 << 20     # demo process logs rotate at this size, 3 old files kept
+    process_log_bytes: int = 10 << 20     # demo process logs rotate at this size, 3 old files kept
 
     @property
     def log_dir(self) -> Path:

@@ -85,22 +85,29 @@ def segments_to_delete(firsts: Iterable[int], segment_records: int, keep_from: i
     return [f for f in ordered[:-1] if f + segment_records <= keep_from]
 
 
-def results_keep_from(batches: Sequence[BatchFootprint], committed: int, now_ns: int,
-                      policy: RetentionPolicy, current: int = 0) -> int:
+def results_keep_from(batches: Iterable[BatchFootprint], committed: int, now_ns: int,
+                      policy: RetentionPolicy, current: int = 0, total: int | None = None) -> int:
     """The first result batch to keep (every batch below it may be deleted).
 
     `batches`: the footprints of batches `current..committed` on disk, in batch order (a
-    batch that wrote nothing has none). Oldest batches go first while they are older than
-    the age bound or the total exceeds the size bound, as Kafka deletes a topic's oldest
-    segments. Never past the newest committed batch: an uncommitted batch is still being
-    written (or will be rewritten by a restart), and the newest committed one is kept so
-    that a reader always finds the batch the commit log names.
+    batch that wrote nothing has none); `total`: their bytes, if known (a day of batches
+    is ~10^6 footprints: the loop stops at the first batch kept). Oldest batches go first
+    while they are older than the age bound or the total exceeds the size bound, as Kafka
+    deletes a topic's oldest segments. Never past the newest committed batch: an
+    uncommitted batch is still being written (or will be rewritten by a restart), and the
+    newest committed one is kept so that a reader always finds the batch the commit log
+    names.
     """
+    if total is None:
+        batches = list(batches)
+        total = sum(b.nbytes for b in batches if b.batch >= current)
     limit = max(current, committed)                       # batches >= limit are never deleted
-    eligible = [b for b in batches if current <= b.batch < limit]
-    total = sum(b.nbytes for b in batches if b.batch >= current)
     keep = current
-    for b in eligible:
+    for b in batches:
+        if b.batch < current:
+            continue
+        if b.batch >= limit:
+            break
         too_old = policy.results_age_s is not None and now_ns - b.written_ns > policy.results_age_s * 1e9
         too_big = policy.results_bytes is not None and total > policy.results_bytes
         if not (too_old or too_big):

@@ -46,6 +46,7 @@ class RetentionWorker:
         self.segment_records = segment_records
         self.report_s = report_s
         self._kept: deque[BatchFootprint] = deque()
+        self._kept_bytes = 0
         self._scanned = retained_from(cfg.out_dir) - 1      # footprints known up to this batch
         self._totals = [0, 0, 0, 0]
         self._stop = threading.Event()
@@ -72,14 +73,18 @@ class RetentionWorker:
         if self.policy.results_age_s is not None or self.policy.results_bytes is not None:
             committed = committed_batch(self.cfg.out_dir)
             if committed > self._scanned:
-                self._kept.extend(batch_footprints(self.cfg.out_dir, self._scanned + 1, committed))
+                new = batch_footprints(self.cfg.out_dir, self._scanned + 1, committed)
+                self._kept.extend(new)
+                self._kept_bytes += sum(b.nbytes for b in new)
                 self._scanned = committed
             current = retained_from(self.cfg.out_dir)
-            keep = results_keep_from(self._kept, committed, now_ns, self.policy, current)
+            keep = results_keep_from(self._kept, committed, now_ns, self.policy, current, self._kept_bytes)
             if keep > current:
                 doomed_ids = []
                 while self._kept and self._kept[0].batch < keep:
-                    doomed_ids.append(self._kept.popleft().batch)
+                    gone = self._kept.popleft()
+                    self._kept_bytes -= gone.nbytes
+                    doomed_ids.append(gone.batch)
                 res_bytes = delete_batches(self.cfg.out_dir, keep, doomed_ids)
                 batches = keep - current
         self._totals = [a + b for a, b in zip(self._totals, (segs, log_bytes, batches, res_bytes))]
