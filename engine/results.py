@@ -5,15 +5,13 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 import numpy as np
 
 from .batch_output import batch_dir, read_shard_metrics
 from .fixish import RESULT_LEN
-
-if TYPE_CHECKING:
-    from .retention import BatchFootprint
+from .retention import BatchFootprint
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +189,6 @@ def batch_footprints(out_dir: str | os.PathLike, start: int, end: int) -> list[B
     Disk use is what the files and the folder take on disk (allocated blocks), not their
     lengths: a batch's files are small, and the size bound is meant for the disk.
     """
-    from .retention import BatchFootprint
     out = []
     for b in range(start, end + 1):
         d = batch_dir(out_dir, b)
