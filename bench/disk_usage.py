@@ -129,8 +129,9 @@ def figures(samples: list[DiskSample], retention_s: float | None) -> dict:
     if len(growing) >= 2 and growing[-1].consumed > growing[0].consumed:
         res_per_m = ((growing[-1].bytes["results"] - growing[0].bytes["results"])
                      / (growing[-1].consumed - growing[0].consumed) * 1e6)
-    settled = [s for s in samples if retention_s is None or s.t >= retention_s + 60]
-    totals = [s.bytes["total"] for s in settled] or [0]
+    # "Filled": a minute after the first batches reached the retention's age.
+    settled = [s for s in samples if retention_s is None or s.t >= retention_s + 60] or samples[-1:]
+    totals = [s.bytes["total"] for s in settled]
     thirds = max(1, len(settled) // 3)
     return {
         "events": events, "seconds": round(seconds, 1), "events_per_s": round(events / seconds) if seconds else None,
