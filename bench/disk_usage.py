@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"disk_usage: {fig['events']:,} events in {fig['seconds']:.0f} s ({fig['events_per_s']:,}/s); "
           f"per million events: log {fig['log_bytes_per_million_events'] / 2**20:.1f} MiB (deleted once committed), "
           f"results {(fig['results_bytes_per_million_events'] or 0) / 2**20:.2f} MiB (kept {args.results_retention}); "
-          f"state folder after the retention filled: {st['min_bytes'] / 2**20:,.1f}..{st['max_bytes'] / 2**20:,.1f} MiB "
+          f"state folder after the retention filled: {st['min_bytes'] / 2**20:,.1f}.."
+          f"{st['max_bytes'] / 2**20:,.1f} MiB "
           f"(first third max {st['first_third_max_bytes'] / 2**20:,.1f}, last third max "
           f"{st['last_third_max_bytes'] / 2**20:,.1f}); written in all {fig['written_total_bytes'] / 2**30:,.1f} GiB",
           flush=True)

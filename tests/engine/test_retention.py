@@ -17,7 +17,7 @@ from engine.demo import pump_log
 from engine.fixish import RESULT_LEN
 from engine.forwarder import ResultForwarder
 from engine.ingress_log import LogReader, LogWriter, segment_firsts, write_hold
-from engine.results import (RESULT_BLOCK_DTYPE, RESULT_FRAME, BatchTail, commit_log_dir, read_committed,
+from engine.results import (RESULT_BLOCK_DTYPE, RESULT_FRAME, BatchTail, read_committed,
                             read_retained, retained_from)
 from engine.retention import (BatchFootprint, RetentionPolicy, log_keep_from, missed_batches, parse_duration_s,
                               parse_size_bytes, results_keep_from, segments_to_delete)
@@ -195,7 +195,8 @@ def test_scratch_folders_of_dead_processes_go_and_live_ones_stay(tmp_path):
 
 def test_a_childs_output_is_rotated_and_bounded(tmp_path):
     path = tmp_path / "child.log"
-    child = subprocess.Popen([sys.executable, "-c", "import sys\nfor i in range(20000): print(f'line {i:06d} ' + 'x' * 80)"],
+    script = "for i in range(20000): print(f'line {i:06d} ' + 'x' * 80)"
+    child = subprocess.Popen([sys.executable, "-c", script],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     pump = pump_log(child.stdout, path, max_bytes=200_000, backups=3)
     assert child.wait(timeout=60) == 0
