@@ -65,9 +65,9 @@ def disk_bytes(path: Path) -> int:
 def take(t: float, run_dir: Path) -> DiskSample:
     """Measure the state folder (the run folder without the bench's own process logs)."""
     parts = {p: disk_bytes(run_dir / p) for p in PARTS}
-    total = disk_bytes(run_dir) - disk_bytes(run_dir / "logs")
-    parts["other"] = total - sum(parts.values())
-    parts["total"] = total
+    rest = [e for e in os.scandir(run_dir) if e.name not in (*PARTS, "logs")]
+    parts["other"] = sum(disk_bytes(Path(e.path)) if e.is_dir() else e.stat().st_blocks * 512 for e in rest)
+    parts["total"] = sum(parts.values())
     return DiskSample(round(t, 1), read_consumed(run_dir / "ingress"), read_head(run_dir / "ingress"), parts,
                       len(segment_firsts(run_dir / "ingress")), retained_from(run_dir / "results"))
 
