@@ -217,7 +217,9 @@ def start_ingress(fleet: Fleet, run_dir: Path, cfg: BenchConfig,
 
 def start_job(fleet: Fleet, run_dir: Path, cfg: BenchConfig, extra_args: Sequence[str] = ()) -> Proc:
     """Start the Spark job; return once its query runs."""
-    args = ["job", "--state-dir", run_dir, "--master", cfg.master, "--shards", cfg.shards]
+    # --keep-log: the exactness check reads the whole log after the run (retention would
+    # delete the committed segments; tests/reliability/test_retention.py checks with it on).
+    args = ["job", "--state-dir", run_dir, "--master", cfg.master, "--shards", cfg.shards, "--keep-log"]
     if cfg.max_rows_per_batch:
         args += ["--max-rows-per-batch", cfg.max_rows_per_batch]
     job = fleet.spawn("job", [*args, *extra_args])
@@ -394,20 +396,23 @@ def cadence_figures(ids: np.ndarray, times: np.ndarray, ends: dict[int, int],
 
 # --------------------------------------------------------------------------- exactness
 
-def reference_expected(log_dir: Path, head: int) -> tuple[dict[str, np.ndarray], int, int]:
-    """Run the rule in plain Python over log records [0, head) in arrival order.
+class ReferenceRule:
+    """The rule in plain Python, fed log records in arrival order, chunk by chunk.
 
-    Returns the expected results as columns (seq and RESULT_FIELDS), plus the NBBO and
-    order counts. The loop is the rule as Wallaroo states it (see engine/rule.py's
-    `reference_results`): each symbol keeps its last quote; a never-quoted symbol rejects.
+    The loop is the rule as Wallaroo states it (see engine/rule.py's `reference_results`):
+    each symbol keeps its last quote; a never-quoted symbol rejects. Its state carries
+    over between chunks, so a reader can follow a live log (and let retention delete
+    what it has read: tests/reliability/test_retention.py).
     """
-    reader = LogReader(log_dir)
-    state: dict[int, tuple[bool, float, float]] = {}
-    never_quoted = (True, 0.0, 0.0)
-    parts: list[dict[str, np.ndarray]] = []
-    n_nbbo = n_orders = 0
-    for start in range(0, head, REFERENCE_CHUNK):
-        rec = reader.read(start, min(head, start + REFERENCE_CHUNK))
+
+    def __init__(self):
+        self.state: dict[int, tuple[bool, float, float]] = {}
+        self.parts: list[dict[str, np.ndarray]] = []
+        self.n_nbbo = self.n_orders = 0
+
+    def feed(self, start: int, rec: np.ndarray) -> None:
+        """Run the rule over records `rec` (seq `start` on); keep their expected results."""
+        state, never_quoted = self.state, (True, 0.0, 0.0)
         nbbo, order = rec.view(_NBBO_REC).reshape(-1), rec.view(_ORDER_REC).reshape(-1)
         kinds, nbbo_sym, order_sym = nbbo["type"].tolist(), nbbo["key"].tolist(), order["key"].tolist()
         bids, offers = nbbo["bid"].tolist(), nbbo["offer"].tolist()
@@ -418,24 +423,40 @@ def reference_expected(log_dir: Path, head: int) -> tuple[dict[str, np.ndarray],
                 diff, mid = offer - bid, (bid + offer) / 2
                 rel_wide = diff / mid >= WIDE_REL if mid != 0 else diff > 0
                 state[nbbo_sym[i]] = (diff >= WIDE_ABS or rel_wide, bid, offer)
-                n_nbbo += 1
+                self.n_nbbo += 1
             elif kind == ORDER_TYPE:
                 reject, bid, offer = state.get(order_sym[i], never_quoted)
                 if reject:
                     rows.append(i)
                     q_bid.append(bid)
                     q_offer.append(offer)
-                n_orders += 1
+                self.n_orders += 1
             else:
                 raise ValueError(f"log record {start + i} has message type {kind}")
         sel = order[np.array(rows, np.int64)]
         part = {f: sel[f] for f in ("side", "account", "order_id", "symbol", "qty", "price")}
         part["seq"] = start + np.array(rows, np.int64)
         part["bid"], part["offer"] = np.array(q_bid, np.float64), np.array(q_offer, np.float64)
-        parts.append(part)
-    if not parts:
-        return {f: np.empty(0) for f in ("seq", *RESULT_FIELDS)}, 0, 0
-    return {f: np.concatenate([p[f] for p in parts]) for f in parts[0]}, n_nbbo, n_orders
+        self.parts.append(part)
+
+    def expected(self) -> dict[str, np.ndarray]:
+        """The expected results so far, as columns (seq and RESULT_FIELDS)."""
+        if not self.parts:
+            return {f: np.empty(0) for f in ("seq", *RESULT_FIELDS)}
+        return {f: np.concatenate([p[f] for p in self.parts]) for f in self.parts[0]}
+
+
+def reference_expected(log_dir: Path, head: int) -> tuple[dict[str, np.ndarray], int, int]:
+    """Run the rule in plain Python over log records [0, head) in arrival order.
+
+    Returns the expected results as columns (seq and RESULT_FIELDS), plus the NBBO and
+    order counts.
+    """
+    reader = LogReader(log_dir)
+    ref = ReferenceRule()
+    for start in range(0, head, REFERENCE_CHUNK):
+        ref.feed(start, reader.read(start, min(head, start + REFERENCE_CHUNK)))
+    return ref.expected(), ref.n_nbbo, ref.n_orders
 
 
 def compare_results(expected: dict[str, np.ndarray], frames: np.ndarray,

@@ -56,3 +56,23 @@ def settle_shards(cfg: Config, explicit: bool) -> Config:
                             f"or a new --state-dir for {cfg.shards})")
     log.info("using the checkpoint's shard count, %d", fixed)
     return replace(cfg, shards=fixed)
+
+
+def committed_end_offset(checkpoint_dir: str | os.PathLike) -> int | None:
+    """The ingress log offset the newest committed batch ended at, None if unknown.
+
+    A restart plans its next batch (or re-runs an uncommitted one) from exactly this
+    offset, so the log below it is never read again (retention deletes it).
+    """
+    cp = Path(checkpoint_dir)
+    try:
+        batch = max((int(n) for n in os.listdir(cp / "commits") if n.isdigit()), default=None)
+    except FileNotFoundError:
+        return None
+    if batch is None:
+        return None
+    try:
+        lines = (cp / "offsets" / str(batch)).read_text().splitlines()
+        return int(json.loads(lines[2])["seq"])
+    except (OSError, IndexError, KeyError, ValueError, TypeError):
+        return None

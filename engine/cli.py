@@ -32,11 +32,24 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help="record no latency metrics (default: on, written to MS_INFLUX_URL)")
 
 
+def _add_retention(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("disk retention (README: Disk and retention)")
+    g.add_argument("--results-retention", metavar="TIME",
+                   help="delete committed result batches older than this (default 24h; 0: no age bound)")
+    g.add_argument("--results-retention-bytes", metavar="SIZE",
+                   help="... and the oldest beyond this total (default 10GiB; 0: no size bound)")
+    g.add_argument("--keep-log", dest="log_retention", action="store_const", const=False,
+                   help="keep every ingress log segment (default: delete those the checkpoint no longer needs)")
+    g.add_argument("--checkpoint-batches", type=int,
+                   help="batches the checkpoint keeps (spark.sql.streaming.minBatchesToRetain, default 100)")
+
+
 def config_from(args: argparse.Namespace) -> Config:
     """Build the Config from the environment and the common flags."""
     keys = ("state_dir", "master", "shards", "host", "nbbo_port", "orders_port", "max_backlog",
             "max_rows_per_batch", "trigger_ms", "fsync", "metrics", "max_connections", "idle_timeout",
-            "min_free_bytes", "min_free_percent", "deadletter_max_bytes")
+            "min_free_bytes", "min_free_percent", "deadletter_max_bytes", "results_retention",
+            "results_retention_bytes", "log_retention", "checkpoint_batches")
     over = {k: getattr(args, k, None) for k in keys}
     cfg = Config.from_env(**over)
     if over.get("max_backlog") is not None:
@@ -103,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, help="stop after this many seconds")
     p.add_argument("--forward", metavar="HOST:PORT",
                    help="also stream committed results to a TCP receiver (at-least-once per batch)")
+    _add_retention(p)
     p.set_defaults(func=_cmd_job)
 
     p = sub.add_parser("replay", help="replay fixish files through ingress and the job, write results")
@@ -125,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
     p.add_argument("--symbols", type=int, default=350)
     p.add_argument("--ui-port", type=int, default=8050, help="dashboard port (default 8050)")
+    _add_retention(p)
     p.set_defaults(func=_cmd_demo)
 
     from . import perftest

@@ -40,6 +40,14 @@ class Config:
     min_free_bytes: int = 1 << 30         # ingress mutes below this much free space in the state folder ...
     min_free_percent: int = 5             # ... or below this share of it, whichever is smaller
     deadletter_max_bytes: int = 64 << 20  # dead-letter file and its one rotated copy together
+    # Disk retention (engine/retention.py; README "Disk and retention"). Log segments go once
+    # the checkpoint no longer needs them; result batches by age and/or total size (Kafka's
+    # retention.ms / retention.bytes); "0" turns a bound off.
+    log_retention: bool = True            # False (--keep-log): keep every ingress log segment
+    results_retention: str = "24h"        # delete committed result batches older than this
+    results_retention_bytes: str = "10GiB"  # ... and the oldest beyond this total
+    checkpoint_batches: int = 100         # spark.sql.streaming.minBatchesToRetain (Spark's default)
+    process_log_bytes: int = 10 << 20     # demo process logs rotate at this size, 3 old files kept
 
     @property
     def log_dir(self) -> Path:

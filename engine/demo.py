@@ -6,7 +6,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
 from .config import Config
@@ -16,9 +18,29 @@ log = logging.getLogger(__name__)
 
 def _spawn(args: list[str], log_path: Path, cfg: Config) -> subprocess.Popen:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, MS_STATE_DIR=str(cfg.state_dir))
-    return subprocess.Popen([sys.executable, "-m", "engine", *args], env=env,
-                            stdout=open(log_path, "ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-m", "engine", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    pump_log(proc.stdout, log_path, cfg.process_log_bytes)
+    return proc
+
+
+def pump_log(stream, path: Path, max_bytes: int, backups: int = 3) -> threading.Thread:
+    """Copy a child's output lines to `path`, rotated at `max_bytes` (`path.1` .. `path.<backups>`).
+
+    The demo reads its children's output through a pipe rather than handing them the file:
+    a file a child holds open cannot be rotated under it.
+    """
+    handler = RotatingFileHandler(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(message)s"))
+
+    def run():
+        with stream:
+            for line in iter(stream.readline, b""):
+                handler.emit(logging.makeLogRecord({"msg": line.decode("utf-8", "replace").rstrip("\n")}))
+        handler.close()
+    t = threading.Thread(target=run, name=f"log-{path.name}", daemon=True)
+    t.start()
+    return t
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
@@ -70,8 +92,10 @@ def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, sym
     try:
         procs.append(_spawn(["ingress", *common, "--max-backlog", str(cfg.max_backlog)],
                             logs / "ingress.log", cfg))
-        procs.append(_spawn(["job", "--master", cfg.master, "--shards", str(cfg.shards)],
-                            logs / "job.log", cfg))
+        retention = ["--results-retention", cfg.results_retention, "--results-retention-bytes",
+                     cfg.results_retention_bytes, "--checkpoint-batches", str(cfg.checkpoint_batches)]
+        procs.append(_spawn(["job", "--master", cfg.master, "--shards", str(cfg.shards), *retention,
+                             *([] if cfg.log_retention else ["--keep-log"])], logs / "job.log", cfg))
         procs.append(_spawn(["ui", "--host", "127.0.0.1", "--port", str(ui_port)], logs / "ui.log", cfg))
         time.sleep(1.0)
         for port, f in ((cfg.nbbo_port, nbbo), (cfg.orders_port, orders)):

@@ -231,3 +231,52 @@ def wait_for(predicate, timeout: float, interval: float = 0.01) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(interval)
+
+
+# --------------------------------------------------------------------------- retention
+
+HOLD = "hold"           # u64 LE, optional: a reader outside the job still needs records from here
+
+
+def segment_firsts(log_dir: str | os.PathLike) -> list[int]:
+    """First sequence numbers of the segments on disk, in order."""
+    try:
+        names = os.listdir(log_dir)
+    except FileNotFoundError:
+        return []
+    return sorted(int(m.group(1)) for n in names if (m := _SEG_RE.match(n)))
+
+
+def first_retained(log_dir: str | os.PathLike) -> int:
+    """The lowest sequence number still on disk (0 for an empty log)."""
+    firsts = segment_firsts(log_dir)
+    return firsts[0] if firsts else 0
+
+
+def read_hold(log_dir: str | os.PathLike) -> int | None:
+    """The hold a reader outside the job placed (`HOLD`), None if there is none."""
+    path = Path(log_dir) / HOLD
+    return _read_u64(path) if path.exists() else None
+
+
+def write_hold(log_dir: str | os.PathLike, seq: int) -> None:
+    """Keep records from `seq` on until the hold moves or is removed (a tap, the tests' reference)."""
+    _write_u64(Path(log_dir) / HOLD, seq)
+
+
+def delete_segments(log_dir: str | os.PathLike, firsts: list[int]) -> int:
+    """Delete the given segments (retention.segments_to_delete); return the bytes freed.
+
+    Oldest first, so the log on disk always stays one contiguous range; a reader of a
+    deleted range gets FileNotFoundError naming the segment.
+    """
+    freed = 0
+    for first in sorted(firsts):
+        path = Path(log_dir) / _seg_name(first)
+        try:
+            size = path.stat().st_size
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        freed += size
+    return freed

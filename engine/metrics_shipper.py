@@ -94,7 +94,7 @@ class MetricsShipper:
         self.floor_ns = self._saved.floor_ns
         # a rollup is emitted only whole: those starting before the floor are not re-read whole
         self.agg = IntervalAggregator(run, interval_s, born_ns=self.floor_ns or None)
-        self.tail = BatchTail(self.out_dir, self._saved.batch)
+        self.tail = BatchTail(self.out_dir, self._saved.batch, reader="the metrics shipper")
         self._newest: dict[int, int] = {}        # batch id -> newest interval start of its samples
         # No batch still to come holds a sample older than this: a batch's tasks run after
         # the batch before it committed (one interval's margin for clock granularity)

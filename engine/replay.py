@@ -108,7 +108,8 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         server.on_commit = metrics.on_commit
         shipper = MetricsShipper(rcfg.out_dir, run_id, writer, tasks=rcfg.shards).start()
     server.start()
-    spark = spark or build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui)
+    spark = spark or build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui,
+                                   temp_root=cfg.state_dir / "spark-tmp", checkpoint_batches=cfg.checkpoint_batches)
     listener = None
     if writer is not None:
         from .metrics_wiring import attach_listener

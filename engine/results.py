@@ -11,6 +11,7 @@ import numpy as np
 
 from .batch_output import batch_dir, read_shard_metrics
 from .fixish import RESULT_LEN
+from .retention import BatchFootprint
 
 log = logging.getLogger(__name__)
 
@@ -104,10 +105,36 @@ def read_batch(out_dir: str | os.PathLike, batch: int) -> CommittedBatch:
     return CommittedBatch(batch, parts, count, metrics, busy, committed)
 
 
+RETAINED_FROM = "retained-from"          # first batch retention has not deleted (text)
+
+
+def retained_from(out_dir: str | os.PathLike) -> int:
+    """The first result batch still kept; every batch below it was deleted by retention.
+
+    Written before any folder goes, so a reader that checks it after reading a batch knows
+    whether the batch may have been deleted under it.
+    """
+    try:
+        return int((Path(out_dir) / RETAINED_FROM).read_text())
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+def _read_whole(out_dir: str | os.PathLike, batch: int) -> CommittedBatch | None:
+    """Read a committed batch, or None if retention deleted it (perhaps while reading)."""
+    try:
+        m = read_batch(out_dir, batch)
+    except FileNotFoundError:
+        m = None
+    return None if batch < retained_from(out_dir) else m
+
+
 def committed_batches(out_dir: str | os.PathLike, start: int = 0) -> Iterator[CommittedBatch]:
-    """Yield every committed batch from `start` on, in batch order."""
-    for b in range(start, committed_batch(out_dir) + 1):
-        yield read_batch(out_dir, b)
+    """Yield every committed batch from `start` on that retention still keeps, in batch order."""
+    for b in range(max(start, retained_from(out_dir)), committed_batch(out_dir) + 1):
+        m = _read_whole(out_dir, b)
+        if m is not None:
+            yield m
 
 
 def iter_parts(out_dir: str | os.PathLike) -> Iterator[Path]:
@@ -116,36 +143,145 @@ def iter_parts(out_dir: str | os.PathLike) -> Iterator[Path]:
         yield from m.parts
 
 
-def read_committed(out_dir: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
-    """Return (result frames, (seq, ingest_ns) pairs) of every committed batch."""
-    frames, sides = [], []
-    for p in iter_parts(out_dir):
-        frames.append(p.read_bytes())
-        sides.append(p.with_suffix(".seq").read_bytes())
+@dataclass(frozen=True)
+class RetainedResults:
+    """The committed results retention still keeps: batches `first..last`, whole."""
+    frames: np.ndarray                # OrderResult frames, in batch, then shard order
+    side: np.ndarray                  # (seq, ingest ns) per frame
+    first: int                        # first batch read (the ones below were deleted)
+    last: int                         # newest committed batch
+
+
+def read_retained(out_dir: str | os.PathLike) -> RetainedResults:
+    """Read every committed batch still kept; a batch deleted while reading is left out whole."""
+    last = committed_batch(out_dir)
+    got: list[tuple[int, bytes, bytes]] = []
+    for b in range(retained_from(out_dir), last + 1):
+        try:
+            m = read_batch(out_dir, b)
+            got.append((b, b"".join(p.read_bytes() for p in m.parts),
+                        b"".join(p.with_suffix(".seq").read_bytes() for p in m.parts)))
+        except FileNotFoundError:
+            pass                      # deleted while reading: dropped below
+    first = max(retained_from(out_dir), got[0][0] if got else last + 1)
+    kept = [g for g in got if g[0] >= first]
     # Joined as bytes: numpy's concatenate would turn the big-endian fields native.
-    return (np.frombuffer(b"".join(frames), dtype=RESULT_FRAME),
-            np.frombuffer(b"".join(sides), dtype="<i8").reshape(-1, 2))
+    frames = np.frombuffer(b"".join(g[1] for g in kept), dtype=RESULT_FRAME)
+    side = np.frombuffer(b"".join(g[2] for g in kept), dtype="<i8").reshape(-1, 2)
+    return RetainedResults(frames, side, first, last)
+
+
+def read_committed(out_dir: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+    """Return (result frames, (seq, ingest_ns) pairs) of every committed batch still kept.
+
+    Logs one warning when retention has deleted older batches: the output starts later.
+    """
+    r = read_retained(out_dir)
+    if r.first > 0:
+        log.warning("results of batches 0..%d (%d batches) were deleted by retention "
+                    "(--results-retention); read batches %d..%d", r.first - 1, r.first, r.first, r.last)
+    return r.frames, r.side
+
+
+def batch_footprints(out_dir: str | os.PathLike, start: int, end: int) -> list[BatchFootprint]:
+    """Disk use and write time of each batch folder in [start, end] (batches that wrote nothing have none).
+
+    Disk use is what the files and the folder take on disk (allocated blocks), not their
+    lengths: a batch's files are small, and the size bound is meant for the disk.
+    """
+    out = []
+    for b in range(start, end + 1):
+        d = batch_dir(out_dir, b)
+        try:
+            with os.scandir(d) as it:
+                files = [e.stat() for e in it]
+            folder = d.stat().st_blocks * 512
+        except FileNotFoundError:
+            continue
+        if files:
+            out.append(BatchFootprint(b, folder + sum(f.st_blocks * 512 for f in files),
+                                      max(f.st_mtime_ns for f in files)))
+    return out
+
+
+def delete_batches(out_dir: str | os.PathLike, keep_from: int, known: list[int]) -> int:
+    """Delete the folders of batches below `keep_from` (`known` ids); return the bytes freed.
+
+    `retained-from` is advanced (atomically, durably) before any folder goes, so readers
+    can tell a deleted batch from an empty one.
+    """
+    if keep_from <= retained_from(out_dir):
+        return 0
+    out = Path(out_dir)
+    tmp = out / (RETAINED_FROM + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(str(keep_from))
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(out / RETAINED_FROM)
+    freed = 0
+    for b in known:
+        if b >= keep_from:
+            continue
+        d = batch_dir(out, b)
+        try:
+            with os.scandir(d) as it:
+                for e in it:
+                    freed += e.stat().st_blocks * 512
+                    os.unlink(e.path)
+            freed += d.stat().st_blocks * 512
+            d.rmdir()
+        except FileNotFoundError:
+            pass
+    return freed
 
 
 class BatchTail:
     """Follow committed batches in order, reading each once.
 
     Spark's batch ids are consecutive, so everything up to the newest commit log entry
-    is committed; the next one to read is always `next_batch`.
+    is committed; the next one to read is always `next_batch`. A tail that falls behind
+    retention (a Kafka consumer out of range) skips to the first kept batch, counts the
+    lost batches in `missed` and logs one warning saying how many.
     """
 
-    def __init__(self, out_dir: str | os.PathLike, next_batch: int = 0):
+    def __init__(self, out_dir: str | os.PathLike, next_batch: int = 0, reader: str = "reader"):
         self.dir = Path(out_dir)
         self.next_batch = next_batch
+        self.reader = reader
         self.count = 0
+        self.missed = 0
 
     def poll(self) -> list[CommittedBatch]:
         """Return batches committed since the last poll."""
-        new = list(committed_batches(self.dir, self.next_batch))
-        for m in new:
+        new: list[CommittedBatch] = []
+        last = committed_batch(self.dir)
+        self.skip_deleted()
+        while self.next_batch <= last:
+            m = _read_whole(self.dir, self.next_batch)
+            if m is None:             # deleted before or while it was read
+                if not self.skip_deleted():
+                    log.warning("%s: the files of batch %d went away, not by retention; skipped it",
+                                self.reader, self.next_batch)
+                    self.missed += 1
+                    self.next_batch += 1
+                continue
+            new.append(m)
             self.count += m.count
-        self.next_batch += len(new)
+            self.next_batch += 1
         return new
+
+    def skip_deleted(self) -> int:
+        """Move past batches retention deleted before this tail read them; return how many."""
+        lost = retained_from(self.dir) - self.next_batch
+        if lost <= 0:
+            return 0
+        log.warning("%s fell behind the results retention: batches %d..%d (%d batches) were deleted "
+                    "before it read them; continuing at batch %d", self.reader, self.next_batch,
+                    self.next_batch + lost - 1, lost, self.next_batch + lost)
+        self.missed += lost
+        self.next_batch += lost
+        return lost
 
 
 def result_tuples(frames: np.ndarray) -> list[tuple]:

@@ -78,7 +78,10 @@ def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    spark = build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui)
+    from .retention import RetentionPolicy
+    policy = RetentionPolicy.from_settings(cfg.log_retention, cfg.results_retention, cfg.results_retention_bytes)
+    spark = build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui, temp_root=cfg.state_dir / "spark-tmp",
+                          checkpoint_batches=cfg.checkpoint_batches)
     shipper = writer = listener = alerts = None
     if cfg.metrics:
         from .metrics_shipper import MetricsShipper, run_id_for
@@ -92,6 +95,8 @@ def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
     query = start_query(spark, cfg, listener)
     log.info("job started on %s: log %s, results %s, checkpoint %s", cfg.master, cfg.log_dir,
              cfg.out_dir, cfg.checkpoint_dir)
+    from .retention_worker import RetentionWorker
+    retention = RetentionWorker(cfg, policy).start()
     forwarder = None
     if forward:
         from .forwarder import ResultForwarder
@@ -121,6 +126,7 @@ def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
                 last, last_consumed = now, consumed
     finally:
         stop_query(spark, query)
+        retention.stop()
         if listener is not None:
             from .metrics_wiring import detach_listener
             detach_listener(spark, listener)

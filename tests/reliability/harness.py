@@ -64,7 +64,8 @@ def start_ingress(fleet: Fleet, state: Path, *args, name: str = "ingress", nbbo_
 
 def start_job(fleet: Fleet, state: Path, *args, name: str = "job", master: str = "local[2]") -> Proc:
     """Start `marketspread job`; return once its log says the query started."""
-    proc = fleet.spawn(name, ["job", "--state-dir", state, "--master", master, *args])
+    # --keep-log: check_exact reads the whole log (test_retention.py runs with retention on).
+    proc = fleet.spawn(name, ["job", "--state-dir", state, "--master", master, "--keep-log", *args])
     wait_until(lambda: "job started" in proc.log_path.read_text(errors="replace"), JOB_READY,
                f"{name} to start its query", [proc], interval=0.3)
     return proc
