@@ -1,4 +1,11 @@
-"""The live demo: InfluxDB, ingress, job, dashboard and two senders on generated data."""
+"""The live demo: InfluxDB, ingress, job, dashboard and two senders on generated data.
+
+The senders start only after the job's first commit: Spark takes ~10-20 s to start and
+its first micro-batch pays for the Python workers, so senders started at once queued
+~1.5M events and the dashboard's first minutes showed a start-up backlog (p99 of
+seconds) instead of the job's steady state. A small primer (`PRIMER` quotes, each with
+a start-up latency) goes first and is the first batch.
+"""
 from __future__ import annotations
 
 import logging
@@ -14,6 +21,8 @@ from pathlib import Path
 from .config import Config
 
 log = logging.getLogger(__name__)
+PRIMER = 1_000                 # quotes sent before the senders: the job's first batch
+FIRST_COMMIT_TIMEOUT = 300.0   # seconds to wait for it (a cold JVM on a loaded machine)
 
 
 def _spawn(args: list[str], log_path: Path, cfg: Config) -> subprocess.Popen:
@@ -57,6 +66,27 @@ def _stop(procs: list[subprocess.Popen]) -> None:
             p.wait()
 
 
+def _warm_up(cfg: Config, nbbo: Path, procs: list[subprocess.Popen], stop: dict, logs: Path) -> bool:
+    """Send the primer and wait for the job's first commit; False if a process died or we were stopped."""
+    from .ingress_log import read_consumed
+    from .tools.sender import send_files
+    if read_consumed(cfg.log_dir) > 0:          # a restart on an existing log: the job is past its first batch
+        return True
+    print("waiting for Spark to start and commit its first micro-batch (the senders start then) ...", flush=True)
+    send_files(cfg.host, cfg.nbbo_port, [nbbo], max_messages=PRIMER, progress=False, connect_timeout=60.0)
+    t0 = time.monotonic()
+    while read_consumed(cfg.log_dir) == 0:
+        dead = [p for p in procs if p.poll() is not None]
+        if dead or stop["now"] or time.monotonic() - t0 > FIRST_COMMIT_TIMEOUT:
+            why = f"a demo process exited (code {dead[0].returncode})" if dead else \
+                ("stopped" if stop["now"] else f"no commit after {FIRST_COMMIT_TIMEOUT:.0f} s")
+            print(f"{why} before the job's first commit; see {logs}", file=sys.stderr)
+            return False
+        time.sleep(0.2)
+    print(f"the job committed its first batch after {time.monotonic() - t0:.1f} s", flush=True)
+    return True
+
+
 def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, symbols: int = 350,
              ui_port: int = 8050) -> int:
     """Run the demo until Ctrl-C (or `duration` seconds); print a status line every 2 s."""
@@ -97,11 +127,12 @@ def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, sym
         procs.append(_spawn(["job", "--master", cfg.master, "--shards", str(cfg.shards), *retention,
                              *([] if cfg.log_retention else ["--keep-log"])], logs / "job.log", cfg))
         procs.append(_spawn(["ui", "--host", "127.0.0.1", "--port", str(ui_port)], logs / "ui.log", cfg))
-        time.sleep(1.0)
+        print(f"dashboard: http://127.0.0.1:{ui_port}/", flush=True)
+        if not _warm_up(cfg, nbbo, procs, stop, logs):
+            return 1
         for port, f in ((cfg.nbbo_port, nbbo), (cfg.orders_port, orders)):
             procs.append(_spawn(["send", "--host", cfg.host, "--port", str(port), "--file", str(f),
                                  "--rate", str(rate), "--loop"], logs / f"send-{port}.log", cfg))
-        print(f"dashboard: http://127.0.0.1:{ui_port}/", flush=True)
         print(f"demo running: ingress {cfg.host}:{cfg.nbbo_port}/{cfg.orders_port}, "
               f"{rate} msgs/s per stream, logs in {logs}; Ctrl-C stops", flush=True)
         tail = BatchTail(cfg.out_dir)
