@@ -19,6 +19,7 @@ import numpy as np
 
 from .config import Config
 from .fixish import STREAM_NBBO, STREAM_ORDERS
+from .replay_timing import ReplayMoments, ReplayTiming, batch_spans, replay_timing
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ class ReplayReport:
     seconds: float
     out: Path
     metrics: object | None = None      # collector.influx.WriterStats when metrics were shipped
+    timing: ReplayTiming | None = None # where the wall time went (replay_timing.py)
 
 
 def _send_file(host: str, port: int, path: Path) -> int:
@@ -89,7 +91,7 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         shutil.rmtree(run_dir)
     rcfg = replace(cfg, state_dir=run_dir, nbbo_port=0, orders_port=0,
                    max_backlog=1 << 62, resume_backlog=1 << 62)
-    t0 = time.monotonic()
+    t0, start_wall = time.monotonic(), time.time()
     server = IngressServer(rcfg)
     shipper = metrics = writer = None
     if ship_metrics if ship_metrics is not None else bool(os.environ.get("MS_INFLUX_URL")):
@@ -106,6 +108,8 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         from .metrics_wiring import attach_listener
         listener = attach_listener(spark, run_id, writer, rcfg.log_dir)
     query = start_query(spark, rcfg, listener)
+    query_started = ingest_start = time.time()
+    progress: dict[int, dict] = {}
     try:
         for stream, files in ((STREAM_NBBO, nbbo), (STREAM_ORDERS, orders)):
             sent = 0
@@ -113,6 +117,7 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
                 sent += _send_file(rcfg.host, server.ports[stream], f)
             _wait_ingested(server, stream, sent, timeout)
         head = server.stats().head
+        ingested = time.time()
         deadline = time.monotonic() + timeout
         while read_consumed(rcfg.log_dir) < head:
             if query.exception() is not None:
@@ -120,6 +125,8 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
             if time.monotonic() > deadline:
                 raise TimeoutError(f"job consumed {read_consumed(rcfg.log_dir)} of {head} records")
             time.sleep(0.02)
+        consumed = time.time()
+        progress.update((p["batchId"], p) for p in query.recentProgress)
     finally:
         stop_query(spark, query)
         if listener is not None:
@@ -139,8 +146,10 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         log.warning("replay %s: %d bad frames set aside in %s.deadletter.jsonl", run_id, st.bad_total, out)
     if not keep:
         shutil.rmtree(run_dir, ignore_errors=True)
+    moments = ReplayMoments(start_wall, query_started, ingest_start, ingested, consumed, time.time())
     report = ReplayReport(run_id, st.accepted_total, st.bad_total, n, time.monotonic() - t0, Path(out),
-                          writer.stats() if writer is not None else None)
+                          writer.stats() if writer is not None else None,
+                          replay_timing(moments, batch_spans(list(progress.values()))))
     log.info("replay %s: %d messages accepted, %d bad, %d results in %.1f s -> %s",
              run_id, report.accepted, report.bad, report.results, report.seconds, out)
     return report
