@@ -332,7 +332,9 @@ def run_system(system: str, nbbo: Path, orders: Path, work: Path, master: str, e
     output = log.read()
     log.close()
     if system == "replay":
-        print("    " + "\n    ".join(ln for ln in output.splitlines() if "replay" in ln.lower()))
+        lines = output.splitlines()
+        at = next((i for i, ln in enumerate(lines) if ln.startswith("replay timing:")), len(lines))
+        print("    " + "\n    ".join(lines[at:at + 8]))
     timing = work / "timing.json"
     processing = json.loads(timing.read_text())["processing_s"] if timing.exists() else None
     if proc.returncode != 0 or not out.exists():

@@ -18,6 +18,7 @@ class BatchSpan:
     start: float
     seconds: float
     records: int
+    phases: tuple[tuple[str, float], ...] = ()   # Spark's durationMs parts (s), largest first
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class ReplayTiming:
     wait_s: float             # query started -> first batch started (waiting for records or planning)
     first_batch_s: float      # the first batch with records, trigger to commit
     first_batch_records: int
+    first_batch_phases: tuple[tuple[str, float], ...]   # where Spark says the first batch went
     steady_batches: int       # later batches with records
     records: int              # records of all batches reported (the log, when none is missing)
     steady_total_s: float
@@ -52,7 +54,8 @@ class ReplayTiming:
         rows = [("start-up", self.startup_s, "ingress, Spark session and query started"),
                 ("ingest", self.ingest_s, "files sent and durable in the log"),
                 ("to 1st batch", self.wait_s, "query started -> first batch started"),
-                ("first batch", self.first_batch_s, f"{self.first_batch_records:,} records"),
+                ("first batch", self.first_batch_s, f"{self.first_batch_records:,} records" + "".join(
+                    f", {name} {sec:.2f}" for name, sec in self.first_batch_phases[:3])),
                 ("steady", self.steady_total_s,
                  f"{self.steady_batches} batches, median {self.steady_median_s:.2f} s"),
                 ("drain", self.drain_s, "all ingested -> all committed"),
@@ -71,7 +74,10 @@ def batch_spans(progress: list[dict]) -> list[BatchSpan]:
             continue
         start = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
         ms = (p.get("durationMs") or {}).get("triggerExecution", 0)
-        spans[int(p["batchId"])] = BatchSpan(int(p["batchId"]), start, ms / 1000.0, hi - (lo or 0))
+        parts = sorted(((k, v / 1000.0) for k, v in (p.get("durationMs") or {}).items()
+                        if k != "triggerExecution"), key=lambda kv: -kv[1])
+        spans[int(p["batchId"])] = BatchSpan(int(p["batchId"]), start, ms / 1000.0, hi - (lo or 0),
+                                             tuple(parts))
     return [spans[b] for b in sorted(spans)]
 
 
@@ -90,6 +96,7 @@ def replay_timing(m: ReplayMoments, batches: list[BatchSpan]) -> ReplayTiming:
         total_s=m.end - m.start, startup_s=m.query_started - m.start, ingest_s=m.ingested - m.ingest_start,
         wait_s=max(0.0, first.start - m.query_started) if first else 0.0,
         first_batch_s=first.seconds if first else 0.0, first_batch_records=first.records if first else 0,
+        first_batch_phases=first.phases if first else (),
         steady_batches=len(steady), records=sum(b.records for b in batches), steady_total_s=sum(steady),
         steady_median_s=statistics.median(steady) if steady else 0.0,
         drain_s=max(0.0, m.consumed - m.ingested), finish_s=m.end - m.consumed)

@@ -6,7 +6,8 @@ from engine.replay_timing import ReplayMoments, batch_spans, replay_timing
 
 def _progress(batch: int, ts: str, ms: int, lo, hi) -> dict:
     start = "null" if lo is None else f'{{"seq":{lo}}}'
-    return {"batchId": batch, "timestamp": ts, "durationMs": {"triggerExecution": ms},
+    return {"batchId": batch, "timestamp": ts,
+            "durationMs": {"triggerExecution": ms, "addBatch": ms * 0.8, "walCommit": 5, "queryPlanning": 50},
             "sources": [{"startOffset": start, "endOffset": f'{{"seq":{hi}}}'}]}
 
 
@@ -23,9 +24,11 @@ def test_breakdown_separates_the_first_batch_from_the_steady_ones():
     timing = replay_timing(m, spans)
     assert (timing.total_s, timing.startup_s, timing.ingest_s, timing.wait_s) == (13.5, 4, 2, 1)
     assert (timing.first_batch_s, timing.first_batch_records, timing.records) == (5.0, 100, 1000)
+    assert timing.first_batch_phases == (("addBatch", 4.0), ("queryPlanning", 0.05), ("walCommit", 0.005))
     assert (timing.steady_batches, timing.steady_total_s, timing.steady_median_s) == (2, 1.2, 0.6)
     assert (timing.drain_s, timing.finish_s) == (7, 0.5)
     lines = timing.summary().splitlines()
+    assert lines[4].endswith("100 records, addBatch 4.00, queryPlanning 0.05, walCommit 0.01")
     assert lines[0] == "replay timing: 13.5 s wall"
     assert [ln.split()[0] for ln in lines[1:]] == ["start-up", "ingest", "to", "first", "steady", "drain",
                                                   "finish"]
