@@ -10,6 +10,7 @@ import logging
 import os
 import shutil
 import socket
+import threading
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -22,6 +23,7 @@ from .fixish import STREAM_NBBO, STREAM_ORDERS
 from .replay_timing import ReplayMoments, ReplayTiming, batch_spans, replay_timing
 
 log = logging.getLogger(__name__)
+PROGRESS_POLL_S = 5.0                  # how often the query's progress reports are collected
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,37 @@ def _wait_ingested(server, stream: str, nbytes: int, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"ingress took in {st.bytes_in[stream]} of {nbytes} bytes of {stream}")
         time.sleep(0.01)
+
+
+class _Feeder(threading.Thread):
+    """Send the files to the ingress, every NBBO file before any order file.
+
+    It runs while Spark starts: the ingress logs the input during the JVM's start-up, and
+    the query finds it all in the log.
+    """
+
+    def __init__(self, server, host: str, nbbo: list[Path], orders: list[Path], timeout: float):
+        super().__init__(name="replay-feeder", daemon=True)
+        self.server, self.host, self.timeout = server, host, timeout
+        self.streams = ((STREAM_NBBO, nbbo), (STREAM_ORDERS, orders))
+        self.error: BaseException | None = None
+        self.done_at = 0.0
+
+    def run(self) -> None:
+        try:
+            for stream, files in self.streams:
+                sent = sum(_send_file(self.host, self.server.ports[stream], f) for f in files)
+                _wait_ingested(self.server, stream, sent, self.timeout)
+            self.done_at = time.time()
+        except BaseException as e:        # handed to the replay's thread by result()
+            self.error = e
+
+    def result(self) -> float:
+        """Wait until every file is in the log; return when that was (epoch s), or raise."""
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.done_at
 
 
 def write_results(out_dir: Path, out: Path) -> int:
@@ -102,33 +135,37 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         server.on_commit = metrics.on_commit
         shipper = MetricsShipper(rcfg.out_dir, run_id, writer, tasks=rcfg.shards).start()
     server.start()
-    spark = spark or build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui)
-    listener = None
-    if writer is not None:
-        from .metrics_wiring import attach_listener
-        listener = attach_listener(spark, run_id, writer, rcfg.log_dir)
-    query = start_query(spark, rcfg, listener)
-    query_started = ingest_start = time.time()
+    feeder = _Feeder(server, rcfg.host, nbbo, orders, timeout)
+    ingest_start = time.time()
+    feeder.start()
+    query = listener = None
     progress: dict[int, dict] = {}
     try:
-        for stream, files in ((STREAM_NBBO, nbbo), (STREAM_ORDERS, orders)):
-            sent = 0
-            for f in files:
-                sent += _send_file(rcfg.host, server.ports[stream], f)
-            _wait_ingested(server, stream, sent, timeout)
+        spark = spark or build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui)
+        if writer is not None:
+            from .metrics_wiring import attach_listener
+            listener = attach_listener(spark, run_id, writer, rcfg.log_dir)
+        query = start_query(spark, rcfg, listener)
+        query_started = time.time()
+        ingested = feeder.result()
         head = server.stats().head
-        ingested = time.time()
         deadline = time.monotonic() + timeout
+        polled = time.monotonic()
         while read_consumed(rcfg.log_dir) < head:
             if query.exception() is not None:
                 raise RuntimeError(f"the streaming query failed: {query.exception()}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"job consumed {read_consumed(rcfg.log_dir)} of {head} records")
+            if time.monotonic() - polled > PROGRESS_POLL_S:
+                # Spark keeps only its last 100 progress reports: collect them as they come.
+                progress.update((p["batchId"], p) for p in query.recentProgress)
+                polled = time.monotonic()
             time.sleep(0.02)
         consumed = time.time()
         progress.update((p["batchId"], p) for p in query.recentProgress)
     finally:
-        stop_query(spark, query)
+        if query is not None:
+            stop_query(spark, query)
         if listener is not None:
             from .metrics_wiring import detach_listener
             detach_listener(spark, listener)
