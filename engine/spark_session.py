@@ -30,11 +30,7 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
             "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
         "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
         "spark.hadoop.fs.file.impl.disable.cache": "true",
-        # The driver JVM only plans, commits and passes a few rows per batch: the work is in the
-        # Python workers. C1 alone compiles its code in a fraction of C2's CPU, and the serial
-        # collector runs no GC threads; on 2 cores both leave the CPU to Python at start-up
-        # (bench/README.md, "replay start-up").
-        "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN -XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",
         # JVM <-> Python workers over a Unix socket, not loopback TCP: over TCP each stateful
         # task stalled a steady ~40 ms (the mark of Nagle meeting delayed ACKs) between its
         # command and its Arrow input. p50 latency 262/238 -> 185/189 ms at 50k events/s.
