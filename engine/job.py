@@ -85,27 +85,6 @@ def make_check_market_data(log_dir: str, out_dir: str, n_shards: int, metrics: b
     return check_market_data
 
 
-def _warm(pdf: pd.DataFrame) -> pd.DataFrame:
-    """Import what a state task imports on its first call (see check_market_data)."""
-    import collector.backpressure  # noqa: F401
-    import collector.samples  # noqa: F401
-    from pyspark import TaskContext  # noqa: F401
-
-    from . import batch_output, ingress_log, step_metrics  # noqa: F401
-    return pdf.iloc[:0]
-
-
-def warm_up(spark) -> None:
-    """Run one tiny grouped-pandas task, so the query's first batch finds a Python worker ready.
-
-    With `spark.python.worker.reuse` the worker, its pandas and Arrow imports and the
-    project's modules stay loaded for the next task: the first real batch no longer starts
-    the worker daemon and a worker from nothing.
-    """
-    (spark.range(1).selectExpr("cast(id as int) as shard").groupBy("shard")
-     .applyInPandas(_warm, OUTPUT_SCHEMA).collect())
-
-
 def register_sources(spark) -> None:
     """Register the project's data sources with a session."""
     spark.dataSource.register(IngressDataSource)

@@ -98,15 +98,6 @@ class _Feeder(threading.Thread):
         return self.done_at
 
 
-def _warm_up(spark) -> None:
-    """Warm a Python worker for the first batch; a failure costs only the head start."""
-    from .job import warm_up
-    try:
-        warm_up(spark)
-    except Exception as e:            # only a head start: the query works without it
-        log.warning("replay: warming up a Python worker failed: %s", e)
-
-
 def write_results(out_dir: Path, out: Path) -> int:
     """Write committed results, in arrival order of their orders, to `out`; return count."""
     from .results import read_committed
@@ -159,13 +150,8 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         if writer is not None:
             from .metrics_wiring import attach_listener
             listener = attach_listener(spark, run_id, writer, rcfg.log_dir)
-        # A Python worker started and loaded while the query starts (its own Python
-        # processes run meanwhile); the first batch's task reuses it.
-        warm = threading.Thread(target=_warm_up, args=(spark,), name="replay-warm-up", daemon=True)
-        warm.start()
         query = start_query(spark, rcfg, listener)
         query_started = time.time()
-        warm.join()
         ingested = feeder.result()
         head = server.stats().head
         deadline = time.monotonic() + timeout
