@@ -147,6 +147,7 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
     progress: dict[int, dict] = {}
     try:
         spark = spark or build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui, extra=QUICK_START)
+        session_built = time.time()
         if writer is not None:
             from .metrics_wiring import attach_listener
             listener = attach_listener(spark, run_id, writer, rcfg.log_dir)
@@ -188,7 +189,7 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         log.warning("replay %s: %d bad frames set aside in %s.deadletter.jsonl", run_id, st.bad_total, out)
     if not keep:
         shutil.rmtree(run_dir, ignore_errors=True)
-    moments = ReplayMoments(start_wall, query_started, ingest_start, ingested, consumed, time.time())
+    moments = ReplayMoments(start_wall, session_built, query_started, ingest_start, ingested, consumed, time.time())
     report = ReplayReport(run_id, st.accepted_total, st.bad_total, n, time.monotonic() - t0, Path(out),
                           writer.stats() if writer is not None else None,
                           replay_timing(moments, batch_spans(list(progress.values()))))
