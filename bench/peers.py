@@ -316,18 +316,21 @@ def run_system(system: str, nbbo: Path, orders: Path, work: Path, master: str, e
     proc = subprocess.Popen(cmd, env=env, cwd=e2e.ROOT, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     cpu_by_pid: dict[int, float] = {}
-    while proc.poll() is None:
-        # The session holds the JVM and its Python workers too; CPU is cumulative per process.
-        cpu_by_pid.update(session_usage(proc.pid, time.time_ns()).cpu_s)
-        if time.monotonic() - t0 > RUN_TIMEOUT:
-            os.killpg(proc.pid, signal.SIGKILL)
-        time.sleep(CPU_SAMPLE_S)
-    wall = time.monotonic() - t0
-    cpu = sum(cpu_by_pid.values())
     try:
-        os.killpg(proc.pid, signal.SIGKILL)      # anything of the run's session left behind
-    except ProcessLookupError:
-        pass
+        while proc.poll() is None:
+            # The session holds the JVM and its Python workers too; CPU is cumulative per process.
+            cpu_by_pid.update(session_usage(proc.pid, time.time_ns()).cpu_s)
+            if time.monotonic() - t0 > RUN_TIMEOUT:
+                os.killpg(proc.pid, signal.SIGKILL)
+            time.sleep(CPU_SAMPLE_S)
+        wall = time.monotonic() - t0
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)      # anything of the run's session left behind
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    cpu = sum(cpu_by_pid.values())
     log.seek(0)
     output = log.read()
     log.close()
