@@ -80,6 +80,7 @@ def _cmd_replay(args) -> int:
     rep = replay(args.nbbo, args.orders, args.out, config_from(args), run_id=args.run_id, keep=args.keep)
     print(f"replay {rep.run_id}: {rep.accepted} messages, {rep.bad} bad, {rep.results} results "
           f"in {rep.seconds:.1f} s -> {rep.out}")
+    print(rep.timing.summary())
     return 0
 
 

@@ -10,6 +10,7 @@ import logging
 import os
 import shutil
 import socket
+import threading
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -21,8 +22,15 @@ from collector.names import check_name
 
 from .config import Config
 from .fixish import STREAM_NBBO, STREAM_ORDERS
+from .replay_timing import ReplayMoments, ReplayTiming, batch_spans, replay_timing
 
 log = logging.getLogger(__name__)
+PROGRESS_POLL_S = 5.0                  # how often the query's progress reports are collected
+# A replay's driver JVM lives one run and only plans, commits and passes a few rows per
+# batch; the work is in the Python workers. C1 alone compiles in a fraction of C2's CPU and
+# the serial collector runs no GC threads, leaving the cores to Python during start-up and
+# the first batch (bench/README.md, "Replay start-up"). The live job keeps the JVM's defaults.
+QUICK_START = {"spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 
 
 @dataclass(frozen=True)
@@ -35,6 +43,7 @@ class ReplayReport:
     seconds: float
     out: Path
     metrics: object | None = None      # collector.influx.WriterStats when metrics were shipped
+    timing: ReplayTiming | None = None # where the wall time went (replay_timing.py)
 
 
 def _send_file(host: str, port: int, path: Path) -> int:
@@ -58,6 +67,37 @@ def _wait_ingested(server, stream: str, nbytes: int, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"ingress took in {st.bytes_in[stream]} of {nbytes} bytes of {stream}")
         time.sleep(0.01)
+
+
+class _Feeder(threading.Thread):
+    """Send the files to the ingress, every NBBO file before any order file.
+
+    It runs while Spark starts: the ingress logs the input during the JVM's start-up, and
+    the query finds it all in the log.
+    """
+
+    def __init__(self, server, host: str, nbbo: list[Path], orders: list[Path], timeout: float):
+        super().__init__(name="replay-feeder", daemon=True)
+        self.server, self.host, self.timeout = server, host, timeout
+        self.streams = ((STREAM_NBBO, nbbo), (STREAM_ORDERS, orders))
+        self.error: BaseException | None = None
+        self.done_at = 0.0
+
+    def run(self) -> None:
+        try:
+            for stream, files in self.streams:
+                sent = sum(_send_file(self.host, self.server.ports[stream], f) for f in files)
+                _wait_ingested(self.server, stream, sent, self.timeout)
+            self.done_at = time.time()
+        except BaseException as e:        # handed to the replay's thread by result()
+            self.error = e
+
+    def result(self) -> float:
+        """Wait until every file is in the log; return when that was (epoch s), or raise."""
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.done_at
 
 
 def write_results(out_dir: Path, out: Path) -> int:
@@ -97,7 +137,7 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         raise ValueError(f"{run_dir} exists already (a kept replay?): pick another --run-id") from None
     rcfg = replace(cfg, state_dir=run_dir, nbbo_port=0, orders_port=0,
                    max_backlog=1 << 62, resume_backlog=1 << 62)
-    t0 = time.monotonic()
+    t0, start_wall = time.monotonic(), time.time()
     server = IngressServer(rcfg)
     shipper = metrics = writer = None
     if ship_metrics if ship_metrics is not None else bool(os.environ.get("MS_INFLUX_URL")):
@@ -108,29 +148,40 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         server.on_commit = metrics.on_commit
         shipper = MetricsShipper(rcfg.out_dir, run_id, writer, tasks=rcfg.shards).start()
     server.start()
-    spark = spark or build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui,
-                                   temp_root=cfg.state_dir / "spark-tmp", checkpoint_batches=cfg.checkpoint_batches)
-    listener = None
-    if writer is not None:
-        from .metrics_wiring import attach_listener
-        listener = attach_listener(spark, run_id, writer, rcfg.log_dir)
-    query = start_query(spark, rcfg, listener)
+    feeder = _Feeder(server, rcfg.host, nbbo, orders, timeout)
+    ingest_start = time.time()
+    feeder.start()
+    query = listener = None
+    progress: dict[int, dict] = {}
     try:
-        for stream, files in ((STREAM_NBBO, nbbo), (STREAM_ORDERS, orders)):
-            sent = 0
-            for f in files:
-                sent += _send_file(rcfg.host, server.ports[stream], f)
-            _wait_ingested(server, stream, sent, timeout)
+        spark = spark or build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui, extra=QUICK_START,
+                                       temp_root=cfg.state_dir / "spark-tmp",
+                                       checkpoint_batches=cfg.checkpoint_batches)
+        session_built = time.time()
+        if writer is not None:
+            from .metrics_wiring import attach_listener
+            listener = attach_listener(spark, run_id, writer, rcfg.log_dir)
+        query = start_query(spark, rcfg, listener)
+        query_started = time.time()
+        ingested = feeder.result()
         head = server.stats().head
         deadline = time.monotonic() + timeout
+        polled = time.monotonic()
         while read_consumed(rcfg.log_dir) < head:
             if query.exception() is not None:
                 raise RuntimeError(f"the streaming query failed: {query.exception()}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"job consumed {read_consumed(rcfg.log_dir)} of {head} records")
+            if time.monotonic() - polled > PROGRESS_POLL_S:
+                # Spark keeps only its last 100 progress reports: collect them as they come.
+                progress.update((p["batchId"], p) for p in query.recentProgress)
+                polled = time.monotonic()
             time.sleep(0.02)
+        consumed = time.time()
+        progress.update((p["batchId"], p) for p in query.recentProgress)
     finally:
-        stop_query(spark, query)
+        if query is not None:
+            stop_query(spark, query)
         if listener is not None:
             from .metrics_wiring import detach_listener
             detach_listener(spark, listener)
@@ -148,8 +199,10 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         log.warning("replay %s: %d bad frames set aside in %s.deadletter.jsonl", run_id, st.bad_total, out)
     if not keep:
         shutil.rmtree(run_dir, ignore_errors=True)
+    moments = ReplayMoments(start_wall, session_built, query_started, ingest_start, ingested, consumed, time.time())
     report = ReplayReport(run_id, st.accepted_total, st.bad_total, n, time.monotonic() - t0, Path(out),
-                          writer.stats() if writer is not None else None)
+                          writer.stats() if writer is not None else None,
+                          replay_timing(moments, batch_spans(list(progress.values()))))
     log.info("replay %s: %d messages accepted, %d bad, %d results in %.1f s -> %s",
              run_id, report.accepted, report.bad, report.results, report.seconds, out)
     return report

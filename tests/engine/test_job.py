@@ -72,6 +72,10 @@ def test_replay_of_generated_events_equals_reference(spark, cfg, tmp_path):
     assert rep.accepted >= 120_000
     assert len(want) > 1000
     assert got == want
+    # The timing breakdown accounts for every record once, over several batches.
+    t = rep.timing
+    assert t.records == rep.accepted and 0 < t.first_batch_records <= 20_000 and t.steady_batches >= 5
+    assert t.total_s >= t.startup_s > 0 and t.first_batch_s > 0
 
 
 def test_bad_frames_are_set_aside_and_cost_no_good_message(spark, cfg, fixtures, tmp_path):
