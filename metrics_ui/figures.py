@@ -72,7 +72,8 @@ def time_axes(fig: go.Figure, rng: TimeRange | None, revision: str | None = None
     """Give a time chart the page's shared range, a hover across its series, `markers` as lines.
 
     `revision` becomes the figure's `uirevision`: while it stays the same, a live update keeps
-    the user's zoom and the series hidden from the legend (plotly.js keeps edited UI state).
+    the series hidden from the legend and the user's y zoom (plotly.js keeps edited UI state
+    unless the figure itself changes that attribute: a new range brings its own x range).
     """
     if rng is not None:
         fig.update_xaxes(range=_times((rng.start_ns, rng.end_ns)), type="date")

@@ -142,7 +142,7 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
         markers = store.markers(run, _backpressure_range(rng, info.anchor_ns(now), info.live))
     except InfluxError as e:
         return keep + [c.influx_error_banner(e), True, dash.no_update, dash.no_update]
-    revision = _revision(run, choice, from_date, from_time, to_date, to_time)
+    revision = run        # a new range comes with its own x range; hidden series and y zooms stay
     step_rows = c.stats_rows(view.steps)
     for row in step_rows:
         row[0] = dcc.Link(row[0], href=f"/step/{quote(run, safe='')}/{quote(row[0], safe='')}")
@@ -161,11 +161,6 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
         "workers": c.table(c.STATS_HEADER, c.stats_rows(view.workers), JOB_WORKERS + "-table")}, digests)
     bp_end = _backpressure_range(rng, info.anchor_ns(now), info.live).end_ns
     return (*changed, None, info.live, _window(rng, interval, revision, markers, bp_end), digests)
-
-
-def _revision(run: str, *picked) -> str:
-    """Return the charts' `uirevision`: the same while the run and the picked range stay the same."""
-    return "|".join([run, *(str(p or "") for p in picked)])
 
 
 @callback(Output(JOB_BP, "children"), Output(JOB_GRAPH, "children"), Output(JOB_BP_BUSY, "figure"),
@@ -233,10 +228,8 @@ def pace_job(live, refresh):
           *[Input(g, "relayoutData") for g in TIME_GRAPHS], prevent_initial_call=True)
 def zoom_job(*relayouts):
     """Make a zoom on any chart's time axis the page's range (and so every chart's, and the address')."""
-    picked = c.zoom_to_range(ctx.triggered[0]["value"] if ctx.triggered else None)
-    if picked is None:
-        return (dash.no_update,) * 5
-    return (RANGE_CUSTOM, *picked)
+    picked = next((p for t in ctx.triggered if (p := c.zoom_to_range(t["value"])) is not None), None)
+    return (dash.no_update,) * 5 if picked is None else (RANGE_CUSTOM, *picked)
 
 
 clientside_callback(c.URL_SYNC_JS, Output(JOB_URL, "data"), *c.url_sync_inputs(JOB_RANGE))
