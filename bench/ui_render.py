@@ -203,6 +203,12 @@ def measure(config: InfluxConfig, repeat: int) -> dict:
             "figures": _time(job_figures, repeat),
             "http": _time(lambda: post("job-title", {"job-interval.n_intervals": 0, "job-range.value": choice},
                                        {"job-run.data": RUN}), repeat, cold)}
+        # the job page's other panels answer the range the first callback hands them, in parallel
+        answer = post("job-title", {"job-interval.n_intervals": 0, "job-range.value": choice}, {"job-run.data": RUN})
+        window = answer.get_json()["response"]["job-window"]["data"]
+        for panel in ("job-backpressure", "job-batches"):
+            out[f"job page, {choice}"][f"http {panel} panel"] = _time(
+                lambda panel=panel: post(panel, {"job-window.data": window}, {"job-run.data": RUN}), repeat, cold)
         sview = store.step_view(RUN, "start-to-end", rng, interval)
 
         def step_figures(v=sview):
