@@ -6,11 +6,10 @@ import re
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from dash import Input, dcc, html, no_update
 from flask import current_app
-from plotly.io.json import to_json_plotly
 
 from collector.bins import format_ns
 from collector.influx import InfluxError
@@ -305,16 +304,20 @@ def job_graph(latest: Sequence[StepBackpressure], graph_id: str) -> html.Div:
                               **{"data-step": "job"})], id=graph_id, className="job-graph")
 
 
-def _digest(value) -> str:
-    return hashlib.blake2b(to_json_plotly(value).encode(), digest_size=12).hexdigest()
+def only_changed(outputs: Mapping[str, tuple[object, Callable[[], object]]], previous: Mapping | None
+                 ) -> tuple[list, dict[str, str]]:
+    """Return each output built, or `no_update` when its source is what it was at the last answer; and the digests.
 
-
-def only_changed(outputs: Mapping[str, object], previous: Mapping | None) -> tuple[list, dict[str, str]]:
-    """Return the outputs with `no_update` for each one equal to its last answer, and the new digests.
-
-    A live page's tick then sends only the figures and tables that changed; the digests
-    (a few bytes each) go back to the page in a dcc.Store and come with the next tick.
+    `outputs` maps a name to (source, build): the source is what the output is made of
+    (typed records, the range, text), so an unchanged one costs neither building nor
+    sending. A live page's tick then sends only the figures and tables that changed; the
+    digests (a few bytes each) go back to the page in a dcc.Store and come with the next tick.
     """
-    digests = {k: _digest(v) for k, v in outputs.items()}
+    digests = {k: hashlib.blake2b(repr(src).encode(), digest_size=12).hexdigest() for k, (src, _) in outputs.items()}
     before = previous if isinstance(previous, Mapping) else {}
-    return [no_update if before.get(k) == d else outputs[k] for k, d in digests.items()], digests
+    return [no_update if before.get(k) == digests[k] else build() for k, (_, build) in outputs.items()], digests
+
+
+def as_is(value) -> tuple[object, Callable[[], object]]:
+    """Return an `only_changed` entry for a value that is its own source (text, a small component)."""
+    return value, lambda: value

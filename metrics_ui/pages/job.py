@@ -29,6 +29,7 @@ JOB_RUN = "job-run"
 JOB_RANGE = "job"                  # range picker prefix: job-range, job-from-date, ..., job-refresh
 JOB_REFRESH = "job-refresh"
 JOB_URL = "job-url"
+JOB_URL_ERROR = "job-url-error"       # what was wrong with the address' range, shown until the range changes
 JOB_LIVE = "job-live"
 JOB_WINDOW = "job-window"
 JOB_DIGESTS = "job-digests"
@@ -69,7 +70,8 @@ def layout(run_id: str | None = None, **query) -> html.Div:
     loading = figures.empty_figure
     return html.Div([
         dcc.Store(id=JOB_RUN, data=run), dcc.Store(id=JOB_LIVE, data=False), dcc.Store(id=JOB_WINDOW),
-        dcc.Store(id=JOB_URL), dcc.Store(id=JOB_DIGESTS, data={}), dcc.Store(id=JOB_BP + "-digests", data={}),
+        dcc.Store(id=JOB_URL), dcc.Store(id=JOB_DIGESTS, data={}), dcc.Store(id=JOB_URL_ERROR, data=q.error),
+        dcc.Store(id=JOB_BP + "-digests", data={}),
         dcc.Store(id=JOB_BATCHES + "-digests", data={}),
         html.Div([dcc.Link("← runs", href="/"), html.H2(["Run ", html.Code(run)]),
                   html.Span(id=JOB_TITLE, className="status")], className="page-head"),
@@ -114,8 +116,8 @@ def _unpack(window: dict) -> tuple[TimeRange, int, str, list[Marker]]:
           Output(JOB_BANNER, "children"), Output(JOB_LIVE, "data"), Output(JOB_WINDOW, "data"),
           Output(JOB_DIGESTS, "data"),
           Input(JOB_INTERVAL, "n_intervals"), *c.range_inputs(JOB_RANGE), State(JOB_RUN, "data"),
-          State(JOB_DIGESTS, "data"))
-def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests):
+          State(JOB_DIGESTS, "data"), State(JOB_URL_ERROR, "data"))
+def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests, url_error=None):
     """Resolve the range, reload the latency figures and tables, and hand the range to the other panels."""
     keep = [dash.no_update] * 8
     try:
@@ -148,19 +150,20 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
         row[0] = dcc.Link(row[0], href=f"/step/{quote(run, safe='')}/{quote(row[0], safe='')}")
     summary = (f"{view.events:,} events start-to-end in the range · {info.events:,} in the whole run · "
                f"{'live' if info.live else 'finished'}")
-    throughput = figures.time_axes(
-        figures.throughput_figure(view.throughput, "Throughput (start-to-end, per pipeline)"), rng, revision, markers)
-    percentiles = figures.time_axes(
-        figures.percentiles_over_time_figure(view.percentiles, "Start-to-end latency (max over workers)"),
-        rng, revision, markers)
+    frame = (rng, revision, markers)
     changed, digests = c.only_changed({
-        "title": info.status, "class": f"status status-{info.status}", "summary": summary,
-        "throughput": throughput, "percentiles": percentiles,
-        "steps": c.table(c.STATS_HEADER, step_rows, JOB_STEPS + "-table"),
-        "pipelines": c.table(c.STATS_HEADER, c.stats_rows(view.pipelines), JOB_PIPELINES + "-table"),
-        "workers": c.table(c.STATS_HEADER, c.stats_rows(view.workers), JOB_WORKERS + "-table")}, digests)
+        "title": c.as_is(info.status), "class": c.as_is(f"status status-{info.status}"), "summary": c.as_is(summary),
+        "throughput": ((view.throughput, frame), lambda: figures.time_axes(
+            figures.throughput_figure(view.throughput, "Throughput (start-to-end, per pipeline)"), *frame)),
+        "percentiles": ((view.percentiles, frame), lambda: figures.time_axes(
+            figures.percentiles_over_time_figure(view.percentiles, "Start-to-end latency (max over workers)"), *frame)),
+        "steps": (view.steps, lambda: c.table(c.STATS_HEADER, step_rows, JOB_STEPS + "-table")),
+        "pipelines": (view.pipelines,
+                      lambda: c.table(c.STATS_HEADER, c.stats_rows(view.pipelines), JOB_PIPELINES + "-table")),
+        "workers": (view.workers, lambda: c.table(c.STATS_HEADER, c.stats_rows(view.workers), JOB_WORKERS + "-table")),
+    }, digests)
     bp_end = _backpressure_range(rng, info.anchor_ns(now), info.live).end_ns
-    return (*changed, None, info.live, _window(rng, interval, revision, markers, bp_end), digests)
+    return (*changed, _url_banner(url_error), info.live, _window(rng, interval, revision, markers, bp_end), digests)
 
 
 @callback(Output(JOB_BP, "children"), Output(JOB_GRAPH, "children"), Output(JOB_BP_BUSY, "figure"),
@@ -175,11 +178,20 @@ def refresh_backpressure(window, run, digests):
         bp = c.store().backpressure_view(run, TimeRange(rng.start_ns, int(window["bp_end"])), interval)
     except InfluxError:
         return (dash.no_update,) * 5                  # the main callback's banner says so
-    table, graph, busy, backlog = _backpressure_panel(bp)
-    for fig in (busy, backlog):
-        if fig.data:
-            figures.time_axes(fig, rng, revision, markers)
-    changed, digests = c.only_changed({"table": table, "graph": graph, "busy": busy, "backlog": backlog}, digests)
+
+    built: list[tuple] = []                           # the panel is built once, if any part changed
+
+    def panel(i: int):
+        def build():
+            if not built:
+                built.append(_backpressure_panel(bp))
+            out = built[0][i]
+            return figures.time_axes(out, rng, revision, markers) if i >= 2 and out.data else out
+        return build
+
+    charts = (bp, rng, revision, markers)
+    changed, digests = c.only_changed({"table": (bp.latest, panel(0)), "graph": (bp.latest, panel(1)),
+                                       "busy": (charts, panel(2)), "backlog": (charts, panel(3))}, digests)
     return (*changed, digests)
 
 
@@ -205,13 +217,18 @@ def refresh_spark_and_ingress(window, run, digests):
     reasons = ", ".join(f"{s.name} {int(sum(s.values)):,}" for s in ingress.bad_by_reason if sum(s.values))
     ingress_summary = (f"{ingress.bad_frames:,} bad frames set aside" + (f" ({reasons})" if reasons else "")
                        + f" · muted {ingress.muted_s:,.1f} s in {ingress.mute_episodes:,} episodes")
-    charts = [figures.batch_figure(batches, _BATCH_TITLE), figures.bad_frames_figure(ingress, _BAD_TITLE),
-              figures.muted_figure(ingress, _MUTED_TITLE)]
-    for fig in charts:
-        if fig.data:
-            figures.time_axes(fig, rng, revision, markers)
-    changed, digests = c.only_changed({"batches": charts[0], "batch_summary": batch_summary, "bad": charts[1],
-                                       "muted": charts[2], "ingress_summary": ingress_summary}, digests)
+
+    def chart(build_figure, view, title):
+        def build():
+            fig = build_figure(view, title)
+            return figures.time_axes(fig, rng, revision, markers) if fig.data else fig
+        return (view, rng, revision, markers), build
+
+    changed, digests = c.only_changed({
+        "batches": chart(figures.batch_figure, batches, _BATCH_TITLE), "batch_summary": c.as_is(batch_summary),
+        "bad": chart(figures.bad_frames_figure, ingress, _BAD_TITLE),
+        "muted": chart(figures.muted_figure, ingress, _MUTED_TITLE), "ingress_summary": c.as_is(ingress_summary)},
+        digests)
     return (*changed, digests)
 
 
@@ -233,6 +250,11 @@ def zoom_job(*relayouts):
 
 
 clientside_callback(c.URL_SYNC_JS, Output(JOB_URL, "data"), *c.url_sync_inputs(JOB_RANGE))
+
+
+def _url_banner(error) -> html.Div | None:
+    """Return the banner saying what was wrong with the page's address (None if nothing was)."""
+    return c.warning_banner(error) if isinstance(error, str) and error else None
 
 
 def _backpressure_range(rng: TimeRange, anchor: int, live: bool) -> TimeRange:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from urllib.parse import quote, unquote
 
 import dash
-from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html
+from dash import Input, Output, State, callback, clientside_callback, dcc, html
 from flask import current_app
 
 from collector.bins import format_ns
@@ -40,6 +40,7 @@ STEP_HGRM = "step-hgrm"
 STEP_INTERVAL = "step-interval"
 STEP_REFRESH = "step-refresh"
 STEP_URL = "step-url"
+STEP_URL_ERROR = "step-url-error"       # what was wrong with the address' range, shown until the range changes
 STEP_LIVE = "step-live"
 STEP_DIGESTS = "step-digests"
 PERCENTILE_HEADER = ("p50", "p95", "p99", "p99.9", "p99.99", "max")
@@ -51,7 +52,7 @@ def layout(run_id: str | None = None, step: str | None = None, **query) -> html.
     q = c.page_query(query)
     return html.Div([
         dcc.Store(id=STEP_KEY, data={"run": run, "step": step}), dcc.Store(id=STEP_LIVE, data=False),
-        dcc.Store(id=STEP_URL), dcc.Store(id=STEP_DIGESTS, data={}),
+        dcc.Store(id=STEP_URL), dcc.Store(id=STEP_DIGESTS, data={}), dcc.Store(id=STEP_URL_ERROR, data=q.error),
         html.Div([dcc.Link("← run", href=f"/run/{quote(run, safe='')}"),
                   html.H2(["Step ", html.Code(step), " of run ", html.Code(run)])], className="page-head"),
         html.Div([c.range_picker_from(STEP_RANGE, q), html.Span("refresh", className="range-label"),
@@ -83,8 +84,8 @@ def layout(run_id: str | None = None, step: str | None = None, **query) -> html.
           Output(STEP_BANNER, "children"), Output(STEP_LIVE, "data"), Output(STEP_DIGESTS, "data"),
           Input(STEP_INTERVAL, "n_intervals"), *c.range_inputs(STEP_RANGE),
           Input(STEP_PIPELINE, "value"), Input(STEP_WORKER, "value"), State(STEP_KEY, "data"),
-          State(STEP_DIGESTS, "data"))
-def refresh_step(_n, choice, from_date, from_time, to_date, to_time, pipeline, worker, key, digests):
+          State(STEP_DIGESTS, "data"), State(STEP_URL_ERROR, "data"))
+def refresh_step(_n, choice, from_date, from_time, to_date, to_time, pipeline, worker, key, digests, url_error=None):
     """Reload the step page for the chosen range, pipeline and worker."""
     run, step = (key.get("run"), key.get("step")) if isinstance(key, dict) else (None, None)
     keep = [dash.no_update] * 10
@@ -124,20 +125,22 @@ def refresh_step(_n, choice, from_date, from_time, to_date, to_time, pipeline, w
     summary = (f"{view.events:,} events in the range" + (f" ({scope})" if scope else "") if view.events
                else "no data yet for this run in the range")
     revision = f"{run}|{step}"   # a new range comes with its own x range; hidden series and y zooms stay
-    throughput = figures.time_axes(figures.throughput_figure(view.throughput, f"Throughput of {step} (per pipeline)"),
-                                   rng, revision, markers)
+    frame = (rng, revision, markers)
+    marks = p if view.events else None
     changed, digests = c.only_changed({
-        "summary": summary, "percentiles": pct_table,
-        "bins": figures.bins_figure(view.bins).update_layout(uirevision=revision),
-        "curve": figures.percentile_curve_figure(view.hist, p if view.events else None).update_layout(
-            uirevision=revision),
-        "throughput": throughput,
-        "workers": c.table(c.STATS_HEADER, c.stats_rows(view.workers), STEP_WORKERS + "-table"),
-        "csv": export_url(run, step, "csv", rng, worker or None, pipeline or None),
-        "hgrm": export_url(run, step, "hgrm", rng, worker or None, pipeline or None),
-        "pipelines": [{"label": x, "value": x} for x in pipelines],
-        "workers_filter": [{"label": x, "value": x} for x in workers]}, digests)
-    return (*changed, None, info.live, digests)
+        "summary": c.as_is(summary), "percentiles": (p, lambda: pct_table),
+        "bins": (view.bins, lambda: figures.bins_figure(view.bins).update_layout(uirevision=revision)),
+        "curve": ((view.events, view.hist.max, p), lambda: figures.percentile_curve_figure(
+            view.hist, marks).update_layout(uirevision=revision)),
+        "throughput": ((view.throughput, frame), lambda: figures.time_axes(
+            figures.throughput_figure(view.throughput, f"Throughput of {step} (per pipeline)"), *frame)),
+        "workers": (view.workers, lambda: c.table(c.STATS_HEADER, c.stats_rows(view.workers), STEP_WORKERS + "-table")),
+        "csv": c.as_is(export_url(run, step, "csv", rng, worker or None, pipeline or None)),
+        "hgrm": c.as_is(export_url(run, step, "hgrm", rng, worker or None, pipeline or None)),
+        "pipelines": c.as_is([{"label": x, "value": x} for x in pipelines]),
+        "workers_filter": c.as_is([{"label": x, "value": x} for x in workers])}, digests)
+    return (*changed, c.warning_banner(url_error) if isinstance(url_error, str) and url_error else None,
+            info.live, digests)
 
 
 @callback(Output(STEP_INTERVAL, "disabled"), Output(STEP_INTERVAL, "interval"),
