@@ -218,6 +218,13 @@ def refresh_control(prefix: str, value: str = DEFAULT_REFRESH) -> dcc.RadioItems
                           options=[{"label": label, "value": key} for key, (label, _) in REFRESH_CHOICES.items()])
 
 
+def page_controls(prefix: str, q: PageQuery) -> html.Div:
+    """Return a page's range picker and refresh choice, holding the values of its address."""
+    return html.Div([range_picker_from(prefix, q),
+                     html.Span([html.Span("refresh", className="range-label"), refresh_control(prefix, q.refresh)],
+                               className="refresh-control")], className="page-controls")
+
+
 def refresh_state(refresh: str | None, live: bool | None) -> tuple[bool, int]:
     """Return (disabled, interval ms) of a page's dcc.Interval: ticking only for a live run, not paused."""
     ms = REFRESH_CHOICES.get(refresh or DEFAULT_REFRESH, REFRESH_CHOICES[DEFAULT_REFRESH])[1]

@@ -62,15 +62,24 @@ def _times(ns: Sequence[int]) -> list[datetime]:
     return [datetime.fromtimestamp(t / 1e9, timezone.utc) for t in ns]
 
 
-def latency_ticks(values_ms: Sequence[float]) -> tuple[list[float], list[str]]:
-    """Return log-axis ticks (ms) at 1-2-5 steps over `values_ms`, labelled in their unit ("500 µs", "2 s")."""
+def latency_ticks(values_ms: Sequence[float], want: int = 3) -> tuple[list[float], list[str]]:
+    """Return log-axis ticks (ms) within `values_ms`, labelled in their unit ("500 µs", "2 s").
+
+    Decades where the values span several, else 1-2-5 steps, else every digit, so that at
+    least `want` ticks fall inside; a range narrower still gets its two ends (3 digits).
+    """
     positive = [v for v in values_ms if v and v > 0]
     if not positive:
         return [], []
-    low, high = np.floor(np.log10(min(positive))), np.ceil(np.log10(max(positive)))
-    steps = (1, 2, 5) if high - low <= 3 else (1,)
-    ticks = [m * 10.0 ** e for e in range(int(low), int(high) + 1) for m in steps]
-    ticks = [t for t in ticks if 10.0 ** low <= t <= 10.0 ** high]
+    lo, hi = min(positive), max(positive)
+    first, last = int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi)))
+    ticks: list[float] = []
+    for steps in ((1,), (1, 2, 5), tuple(range(1, 10))):
+        ticks = [m * 10.0 ** e for e in range(first, last + 1) for m in steps if lo <= m * 10.0 ** e <= hi]
+        if len(ticks) >= want:
+            break
+    if len(ticks) < 2:
+        ticks = sorted({float(f"{lo:.3g}"), float(f"{hi:.3g}")})
     return ticks, [format_ns(t * _MS) for t in ticks]
 
 

@@ -224,7 +224,9 @@ def test_markers_axes_colours_and_labels(dash_duo, influx_client, ui_data, tmp_p
     pct = _layout(dash_duo, "job-percentiles")
     assert pct["names"] == ["p50", "p99", "p99.9"]
     assert pct["ticktext"] and all(t.endswith((" µs", " ms", " s")) for t in pct["ticktext"]), pct
-    assert "100 ms" in pct["ticktext"] and "1 s" in pct["ticktext"], pct
+    assert len(pct["ticktext"]) >= 3 and "k" not in "".join(pct["ticktext"]), pct
+    shown = [t.text for t in dash_duo.find_elements("#job-percentiles .ytick text")]
+    assert len(shown) >= 2 and all(t.endswith((" µs", " ms", " s")) for t in shown), shown     # as drawn
     # nbbo and orders: different colours and dashes, so equal lines stay visible
     tp = _layout(dash_duo, "job-throughput")
     assert tp["names"] == ["nbbo", "orders"] and len(set(tp["colours"])) == 2 and len(set(tp["dashes"])) == 2, tp
