@@ -218,6 +218,17 @@ def refresh_control(prefix: str, value: str = DEFAULT_REFRESH) -> dcc.RadioItems
                           options=[{"label": label, "value": key} for key, (label, _) in REFRESH_CHOICES.items()])
 
 
+def shown_range(rng: TimeRange, first_ns: int, end_ns: int) -> TimeRange:
+    """Return the x range every chart of a page shows: the picked range, without the part before the run began.
+
+    `end_ns` is where the page reads to (past a finished run's last latency point, for its
+    final backpressure figures), so the charts are not squeezed into a corner of a range
+    longer than the run, and still line up.
+    """
+    start = max(rng.start_ns, first_ns)
+    return TimeRange(start, end_ns) if start < end_ns else TimeRange(rng.start_ns, end_ns)
+
+
 def page_controls(prefix: str, q: PageQuery) -> html.Div:
     """Return a page's range picker and refresh choice, holding the values of its address."""
     return html.Div([range_picker_from(prefix, q),

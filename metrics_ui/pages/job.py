@@ -29,7 +29,7 @@ JOB_RUN = "job-run"
 JOB_RANGE = "job"                  # range picker prefix: job-range, job-from-date, ..., job-refresh
 JOB_REFRESH = "job-refresh"
 JOB_URL = "job-url"
-JOB_URL_ERROR = "job-url-error"       # what was wrong with the address' range, shown until the range changes
+JOB_URL_ERROR = "job-url-error"       # what was wrong with the address' range, said while the page is open
 JOB_LIVE = "job-live"
 JOB_WINDOW = "job-window"
 JOB_DIGESTS = "job-digests"
@@ -98,13 +98,16 @@ def layout(run_id: str | None = None, **query) -> html.Div:
     ])
 
 
-def _window(rng: TimeRange, interval: int, revision: str, markers: list[Marker], bp_end: int) -> dict:
+def _window(rng: TimeRange, interval: int, revision: str, markers: list[Marker], bp_end: int,
+            shown: TimeRange) -> dict:
     """Return what the panels need of the main callback's range, as the JOB_WINDOW store holds it."""
     return {"start": rng.start_ns, "end": rng.end_ns, "interval": interval, "revision": revision,
-            "bp_end": bp_end, "markers": [[m.time_ns, m.kind, m.text] for m in markers]}
+            "bp_end": bp_end, "markers": [[m.time_ns, m.kind, m.text] for m in markers],
+            "shown": [shown.start_ns, shown.end_ns]}
 
 
 def _unpack(window: dict) -> tuple[TimeRange, int, str, list[Marker]]:
+    """Return the range read, the bucket, the charts' uirevision and the markers."""
     return (TimeRange(int(window["start"]), int(window["end"])), int(window["interval"]), str(window["revision"]),
             [Marker(int(t), str(k), str(x)) for t, k, x in window.get("markers", [])])
 
@@ -149,7 +152,9 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
         row[0] = dcc.Link(row[0], href=f"/step/{quote(run, safe='')}/{quote(row[0], safe='')}")
     summary = (f"{view.events:,} events start-to-end in the range · {info.events:,} in the whole run · "
                f"{'live' if info.live else 'finished'}")
-    frame = (rng, revision, markers)
+    bp_end = _backpressure_range(rng, info.anchor_ns(now), info.live).end_ns
+    shown = c.shown_range(rng, info.first_ns, bp_end)
+    frame = (shown, revision, markers)
     changed, digests = c.only_changed({
         "title": c.as_is(info.status), "class": c.as_is(f"status status-{info.status}"), "summary": c.as_is(summary),
         "throughput": ((view.throughput, frame), lambda: figures.time_axes(
@@ -161,8 +166,8 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
                       lambda: c.table(c.STATS_HEADER, c.stats_rows(view.pipelines), JOB_PIPELINES + "-table")),
         "workers": (view.workers, lambda: c.table(c.STATS_HEADER, c.stats_rows(view.workers), JOB_WORKERS + "-table")),
     }, digests)
-    bp_end = _backpressure_range(rng, info.anchor_ns(now), info.live).end_ns
-    return (*changed, _url_banner(url_error), info.live, _window(rng, interval, revision, markers, bp_end), digests)
+    return (*changed, _url_banner(url_error), info.live, _window(rng, interval, revision, markers, bp_end, shown),
+            digests)
 
 
 @callback(Output(JOB_BP, "children"), Output(JOB_GRAPH, "children"), Output(JOB_BP_BUSY, "figure"),
@@ -173,6 +178,7 @@ def refresh_backpressure(window, run, digests):
     if not window:
         return (*_backpressure_empty(c.BP_EMPTY), {})
     rng, interval, revision, markers = _unpack(window)
+    shown = TimeRange(*window.get("shown", rng))
     try:
         bp = c.store().backpressure_view(run, TimeRange(rng.start_ns, int(window["bp_end"])), interval)
     except InfluxError:
@@ -185,10 +191,10 @@ def refresh_backpressure(window, run, digests):
             if not built:
                 built.append(_backpressure_panel(bp))
             out = built[0][i]
-            return figures.time_axes(out, rng, revision, markers) if i >= 2 and out.data else out
+            return figures.time_axes(out, shown, revision, markers) if i >= 2 and out.data else out
         return build
 
-    charts = (bp, rng, revision, markers)
+    charts = (bp, shown, revision, markers)
     changed, digests = c.only_changed({"table": (bp.latest, panel(0)), "graph": (bp.latest, panel(1)),
                                        "busy": (charts, panel(2)), "backlog": (charts, panel(3))}, digests)
     return (*changed, digests)
@@ -204,6 +210,7 @@ def refresh_spark_and_ingress(window, run, digests):
         return (figures.empty_figure(_BATCH_TITLE), "", figures.empty_figure(_BAD_TITLE),
                 figures.empty_figure(_MUTED_TITLE), "", {})
     rng, interval, revision, markers = _unpack(window)
+    shown = TimeRange(*window.get("shown", rng))
     try:
         store = c.store()
         batches = store.batch_view(run, rng, interval)
@@ -220,8 +227,8 @@ def refresh_spark_and_ingress(window, run, digests):
     def chart(build_figure, view, title):
         def build():
             fig = build_figure(view, title)
-            return figures.time_axes(fig, rng, revision, markers) if fig.data else fig
-        return (view, rng, revision, markers), build
+            return figures.time_axes(fig, shown, revision, markers) if fig.data else fig
+        return (view, shown, revision, markers), build
 
     changed, digests = c.only_changed({
         "batches": chart(figures.batch_figure, batches, _BATCH_TITLE), "batch_summary": c.as_is(batch_summary),

@@ -40,7 +40,7 @@ STEP_HGRM = "step-hgrm"
 STEP_INTERVAL = "step-interval"
 STEP_REFRESH = "step-refresh"
 STEP_URL = "step-url"
-STEP_URL_ERROR = "step-url-error"       # what was wrong with the address' range, shown until the range changes
+STEP_URL_ERROR = "step-url-error"       # what was wrong with the address' range, said while the page is open
 STEP_LIVE = "step-live"
 STEP_DIGESTS = "step-digests"
 PERCENTILE_HEADER = ("p50", "p95", "p99", "p99.9", "p99.99", "max")
@@ -124,7 +124,7 @@ def refresh_step(_n, choice, from_date, from_time, to_date, to_time, pipeline, w
     summary = (f"{view.events:,} events in the range" + (f" ({scope})" if scope else "") if view.events
                else "no data yet for this run in the range")
     revision = f"{run}|{step}"   # a new range comes with its own x range; hidden series and y zooms stay
-    frame = (rng, revision, markers)
+    frame = (c.shown_range(rng, info.first_ns, rng.end_ns), revision, markers)
     marks = p if view.events else None
     changed, digests = c.only_changed({
         "summary": c.as_is(summary), "percentiles": (p, lambda: pct_table),

@@ -107,3 +107,10 @@ def test_ingress_and_batch_reads(influx_client):
     assert batches.batches == 4 and batches.slowest_ms.values == (100.0, 110.0, 120.0, 130.0)
     assert [s.name for s in batches.phases_ms] == ["queryPlanning", "addBatch"]          # Spark's order
     assert store.batch_view("no-run", TimeRange(t0, t0 + 4 * NS), 1).batches == 0
+
+
+def test_charts_show_the_range_from_the_runs_start():
+    rng = TimeRange(100 * NS, 400 * NS)
+    assert c.shown_range(rng, 350 * NS, 415 * NS) == TimeRange(350 * NS, 415 * NS)      # a run shorter than the range
+    assert c.shown_range(rng, 50 * NS, 400 * NS) == rng                                  # a run longer than it
+    assert c.shown_range(rng, 500 * NS, 400 * NS) == rng                                 # nothing of the run inside
