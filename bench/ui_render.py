@@ -8,7 +8,10 @@ them (10 s, 1 min, 10 min, 1 h in the `rollup` policy), then times each page:
 - data: the MetricsStore call the page's callback makes (InfluxDB queries, histogram merges);
 - figures: building the page's Plotly figures and tables from that data;
 - http: the whole Dash callback through the Flask test client (a POST to
-  /_dash-update-component, JSON out), which is what the browser waits for.
+  /_dash-update-component, JSON out), which is what the browser waits for; for the job page
+  also its two other panels (backpressure; Spark batches and ingress), which the browser
+  asks for in parallel once the first answer names the range, and a tick in which nothing
+  changed (only the outputs whose source changed are built and sent).
 
 Each is timed `--repeat` times decoding every histogram afresh ("cold": what a page costs
 the first time, as if no two stored histograms were alike) and once with the decoded-
@@ -203,6 +206,17 @@ def measure(config: InfluxConfig, repeat: int) -> dict:
             "figures": _time(job_figures, repeat),
             "http": _time(lambda: post("job-title", {"job-interval.n_intervals": 0, "job-range.value": choice},
                                        {"job-run.data": RUN}), repeat, cold)}
+        # the job page's other panels answer the range the first callback hands them, in parallel
+        answer = post("job-title", {"job-interval.n_intervals": 0, "job-range.value": choice}, {"job-run.data": RUN})
+        window = answer.get_json()["response"]["job-window"]["data"]
+        digests = answer.get_json()["response"]["job-digests"]["data"]
+        # a tick whose figures and tables did not change: the queries, digests, and a few bytes back
+        out[f"job page, {choice}"]["http tick, nothing changed"] = _time(
+            lambda: post("job-title", {"job-interval.n_intervals": 1, "job-range.value": choice},
+                         {"job-run.data": RUN, "job-digests.data": digests}), repeat, cold)
+        for panel in ("job-backpressure", "job-batches"):
+            out[f"job page, {choice}"][f"http {panel} panel"] = _time(
+                lambda panel=panel: post(panel, {"job-window.data": window}, {"job-run.data": RUN}), repeat, cold)
         sview = store.step_view(RUN, "start-to-end", rng, interval)
 
         def step_figures(v=sview):

@@ -86,7 +86,12 @@ class IngressMetrics:
         while self._recent and self._recent[0].ts_ns < now_ns - int(WINDOW_S * 1e9):
             self._recent.popleft()
         figures = ingress_figures(list(self._recent), now_ns)
-        return [self._status_point(st, now_ns), backpressure_point(self.run, BP_INGRESS, figures, now_ns)]
+        second = now_ns - now_ns % 1_000_000_000
+        # Bad frames per reason category (bounded by reason_category), cumulative like `bad`:
+        # the dashboard charts their growth per reason (`ingress_bad`, docs/METRICS.md).
+        bad = [Point("ingress_bad", {"run": self.run, "reason": reason}, {"frames": int(n)}, second)
+               for reason, n in sorted(st.bad_reasons.items())]
+        return [self._status_point(st, now_ns), backpressure_point(self.run, BP_INGRESS, figures, now_ns), *bad]
 
     def _status_point(self, st, now_ns: int) -> Point:
         return Point("ingress", {"run": self.run}, {

@@ -1,10 +1,14 @@
-"""Layout pieces the pages share: range picker, error banner, tables, and the store lookup."""
+"""Layout pieces the pages share: range picker (and its URL), refresh control, banners, tables, the store lookup."""
 from __future__ import annotations
 
+import hashlib
+import re
 import time
-from typing import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Callable, Mapping, Sequence
 
-from dash import Input, dcc, html
+from dash import Input, dcc, html, no_update
 from flask import current_app
 
 from collector.bins import format_ns
@@ -142,3 +146,196 @@ def backpressure_rows(latest: Sequence[StepBackpressure]) -> list[list]:
     return [[b.step, bp_badge(b.status), fmt_share(b.busy_share), fmt_share(b.backpressured_share),
              fmt_share(b.idle_share), "—" if b.backlog is None else f"{b.backlog:,}",
              "—" if b.backlog_growth_per_s is None else f"{b.backlog_growth_per_s:+,.0f}"] for b in latest]
+
+
+# -- the job and step pages' shared controls: range in the URL, refresh rate, job graph
+
+#: Refresh choices of a live page: query value -> (label, ms); "off" pauses.
+REFRESH_CHOICES = {"1": ("every 1 s", 1000), "5": ("5 s", 5000), "30": ("30 s", 30000), "off": ("paused", None)}
+DEFAULT_REFRESH = "1"
+_URL_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:[T ](\d{1,2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?))?Z?$")
+
+
+@dataclass(frozen=True)
+class PageQuery:
+    """A page's range and refresh rate as its URL carries them (`?range=custom&from=...&to=...&refresh=5`)."""
+    choice: str = DEFAULT_RANGE
+    from_date: str | None = None
+    from_time: str | None = None
+    to_date: str | None = None
+    to_time: str | None = None
+    refresh: str = DEFAULT_REFRESH
+    error: str | None = None              # what was wrong with the URL's values (they are then ignored)
+
+
+def page_query(query: Mapping[str, object]) -> PageQuery:
+    """Read the range and refresh rate from a page's query parameters; bad values give defaults and a reason."""
+    def text(key: str) -> str | None:
+        value = query.get(key)
+        return value[:40] if isinstance(value, str) and value else None
+
+    choice, refresh = text("range") or DEFAULT_RANGE, text("refresh") or DEFAULT_REFRESH
+    try:
+        if choice != RANGE_CUSTOM and choice not in RANGES:
+            raise ValueError(f"unknown range {choice!r} in the address: pick one of {', '.join(RANGES)} or custom")
+        if refresh not in REFRESH_CHOICES:
+            raise ValueError(f"unknown refresh {refresh!r} in the address: one of {', '.join(REFRESH_CHOICES)}")
+        bounds = []
+        for key, what in (("from", "start"), ("to", "end")):
+            raw = text(key)
+            m = _URL_DATE.match(raw) if raw else None
+            if raw and not m:
+                raise ValueError(f"the address' {key}={raw!r} is not YYYY-MM-DDTHH:MM:SSZ (UTC)")
+            date, clock = (m.group(1), m.group(2)) if m else (None, None)
+            picker_time(date, clock, what)           # a real date and time, or ValueError
+            bounds += [date, clock]
+        if choice == RANGE_CUSTOM:
+            resolve_range(choice, 1 << 62, picker_time(bounds[0], bounds[1], "start"),
+                          picker_time(bounds[2], bounds[3], "end"))
+    except ValueError as e:
+        return PageQuery(error=str(e))
+    return PageQuery(choice, *bounds, refresh=refresh) if choice == RANGE_CUSTOM else PageQuery(choice, refresh=refresh)
+
+
+def range_picker_from(prefix: str, q: PageQuery) -> html.Div:
+    """Return `range_picker` holding the values of a page's URL."""
+    picker = range_picker(prefix, q.choice)
+    values = {f"{prefix}-from-date": q.from_date, f"{prefix}-from-time": q.from_time,
+              f"{prefix}-to-date": q.to_date, f"{prefix}-to-time": q.to_time}
+    for bound in picker.children[1].children:
+        for part in bound.children:
+            if getattr(part, "id", None) in values and values[part.id]:
+                if isinstance(part, dcc.DatePickerSingle):
+                    part.date = values[part.id]
+                else:
+                    part.value = values[part.id]
+    return picker
+
+
+def refresh_control(prefix: str, value: str = DEFAULT_REFRESH) -> dcc.RadioItems:
+    """Return the live page's refresh choice (id `<prefix>-refresh`): every 1 s, 5 s, 30 s or paused."""
+    return dcc.RadioItems(id=f"{prefix}-refresh", value=value, inline=True, className="refresh-choice",
+                          options=[{"label": label, "value": key} for key, (label, _) in REFRESH_CHOICES.items()])
+
+
+def shown_range(rng: TimeRange, first_ns: int, end_ns: int) -> TimeRange:
+    """Return the x range every chart of a page shows: the picked range, without the part before the run began.
+
+    `end_ns` is where the page reads to (past a finished run's last latency point, for its
+    final backpressure figures), so the charts are not squeezed into a corner of a range
+    longer than the run, and still line up.
+    """
+    start = max(rng.start_ns, first_ns)
+    return TimeRange(start, end_ns) if start < end_ns else TimeRange(rng.start_ns, end_ns)
+
+
+def page_controls(prefix: str, q: PageQuery) -> html.Div:
+    """Return a page's range picker and refresh choice, holding the values of its address."""
+    return html.Div([range_picker_from(prefix, q),
+                     html.Span([html.Span("refresh", className="range-label"), refresh_control(prefix, q.refresh)],
+                               className="refresh-control")], className="page-controls")
+
+
+def refresh_state(refresh: str | None, live: bool | None) -> tuple[bool, int]:
+    """Return (disabled, interval ms) of a page's dcc.Interval: ticking only for a live run, not paused."""
+    ms = REFRESH_CHOICES.get(refresh or DEFAULT_REFRESH, REFRESH_CHOICES[DEFAULT_REFRESH])[1]
+    return (not live or ms is None), (ms or REFRESH_MS)
+
+
+#: Clientside: write a page's range and refresh choice into its address (replaceState: no reload,
+#: no history entry per tick), so the page can be bookmarked and shared as the user sees it.
+URL_SYNC_JS = """
+function(choice, fromDate, fromTime, toDate, toTime, refresh) {
+    const q = new URLSearchParams();
+    const at = (d, t) => d ? d + (t ? 'T' + t.trim() : '') + 'Z' : null;
+    if (choice && choice !== '%s') { q.set('range', choice); }
+    if (choice === 'custom') {
+        if (at(fromDate, fromTime)) { q.set('from', at(fromDate, fromTime)); }
+        if (at(toDate, toTime)) { q.set('to', at(toDate, toTime)); }
+    }
+    if (refresh && refresh !== '%s') { q.set('refresh', refresh); }
+    const search = q.toString() ? '?' + q.toString() : '';
+    if (window.location.search !== search) {
+        window.history.replaceState(window.history.state, '', window.location.pathname + search);
+    }
+    return search;
+}
+""" % (DEFAULT_RANGE, DEFAULT_REFRESH)
+
+
+def url_sync_inputs(prefix: str) -> list[Input]:
+    """Return the inputs URL_SYNC_JS reads: the range picker's values and the refresh choice."""
+    return range_inputs(prefix) + [Input(f"{prefix}-refresh", "value")]
+
+
+def zoom_to_range(relayout: Mapping | None) -> tuple[str, str, str, str] | None:
+    """Return (from date, from time, to date, to time) of an x-axis zoom (whole seconds, UTC), else None."""
+    if not isinstance(relayout, Mapping):
+        return None
+    lo, hi = relayout.get("xaxis.range[0]"), relayout.get("xaxis.range[1]")
+    if lo is None and isinstance(relayout.get("xaxis.range"), list) and len(relayout["xaxis.range"]) == 2:
+        lo, hi = relayout["xaxis.range"]
+    if not isinstance(lo, str) or not isinstance(hi, str):
+        return None
+    try:
+        start = datetime.fromisoformat(lo[:26].replace(" ", "T"))
+        end = datetime.fromisoformat(hi[:26].replace(" ", "T"))
+    except ValueError:
+        return None
+    start = start.replace(microsecond=0)
+    end = end.replace(microsecond=0) + (timedelta(seconds=1) if end.microsecond else timedelta())
+    if end <= start:
+        return None
+    return (start.strftime("%Y-%m-%d"), start.strftime("%H:%M:%S"), end.strftime("%Y-%m-%d"), end.strftime("%H:%M:%S"))
+
+
+#: What "busy" means for a micro-batch engine, shown under the backpressure table.
+BUSY_NOTE = ("Busy, for the job, is the share of time a micro-batch was running. Spark starts the next batch as "
+             "soon as one ends while events are waiting, so a job near 100 % busy is working at its capacity, "
+             "not failing: it is behind only if the backlog grows or the ingress is muted (backpressured).")
+_GRAPH_STEPS = (("ingress", "TCP ingress, ordered log"), ("source", "Spark source: log ranges"),
+                ("check_market_data", "the rule (stateful)"), ("sink", "results, fsync"))
+
+
+def job_graph(latest: Sequence[StepBackpressure], graph_id: str) -> html.Div:
+    """Return the job's steps as a chain of boxes, each with its backpressure badge and busy share."""
+    by_step = {b.step: b for b in latest}
+
+    def node(step: str, what: str) -> html.Div:
+        b = by_step.get(step)
+        busy = "—" if b is None or b.busy_share is None else f"{b.busy_share * 100:.0f} % busy"
+        status = b.status if b is not None and b.status in ("OK", "LOW", "HIGH") else None
+        return html.Div([html.Div(step, className="graph-step"), html.Div(what, className="graph-what"),
+                         bp_badge(status), html.Span(busy, className="graph-busy")],
+                        className=f"graph-node bp-node-{(status or 'none').lower()}", **{"data-step": step})
+
+    chain: list = []
+    for i, (step, what) in enumerate(_GRAPH_STEPS):
+        if i:
+            chain.append(html.Span("→", className="graph-arrow"))
+        chain.append(node(step, what))
+    job = by_step.get("job")
+    job_text = ("Spark query: " + ("—" if job is None or job.busy_share is None
+                                    else f"{job.busy_share * 100:.0f} % of the time in a micro-batch"))
+    return html.Div([html.Div(chain, className="graph-chain"),
+                     html.Div([bp_badge(job.status if job else None), " ", job_text], className="graph-job",
+                              **{"data-step": "job"})], id=graph_id, className="job-graph")
+
+
+def only_changed(outputs: Mapping[str, tuple[object, Callable[[], object]]], previous: Mapping | None
+                 ) -> tuple[list, dict[str, str]]:
+    """Return each output built, or `no_update` when its source is what it was at the last answer; and the digests.
+
+    `outputs` maps a name to (source, build): the source is what the output is made of
+    (typed records, the range, text), so an unchanged one costs neither building nor
+    sending. A live page's tick then sends only the figures and tables that changed; the
+    digests (a few bytes each) go back to the page in a dcc.Store and come with the next tick.
+    """
+    digests = {k: hashlib.blake2b(repr(src).encode(), digest_size=12).hexdigest() for k, (src, _) in outputs.items()}
+    before = previous if isinstance(previous, Mapping) else {}
+    return [no_update if before.get(k) == digests[k] else build() for k, (_, build) in outputs.items()], digests
+
+
+def as_is(value) -> tuple[object, Callable[[], object]]:
+    """Return an `only_changed` entry for a value that is its own source (text, a small component)."""
+    return value, lambda: value

@@ -497,6 +497,101 @@ class MetricsStore:
                         workers, interval_s)
 
 
+    # -- job and step pages: Spark batches, the ingress, markers
+
+    def markers(self, run: str, rng: TimeRange) -> list[Marker]:
+        """Return the run's query starts and ends and the FIRING/RESOLVED changes of alerts scoped to it."""
+        where, params = self._where(run, None)
+        span = {"start": format_time(rng.start_ns), "end": format_time(rng.end_ns)}
+        out: list[Marker] = []
+        for s in self._optional(f'SELECT "status", "end_ns" FROM "{RUNS}" WHERE {where}', params):
+            for r in s.rows():
+                if rng.start_ns <= int(r["time"]) < rng.end_ns:
+                    out.append(Marker(int(r["time"]), "start", "query started"))
+                end = r.get("end_ns")
+                if end is not None and rng.start_ns <= int(end) <= rng.end_ns:
+                    out.append(Marker(int(end), "end", f"query {r.get('status') or 'ended'}"))
+        alerts = self._optional(f'SELECT "state", "scope" FROM "{ALERT_EVENTS}" WHERE time >= $start AND '
+                                'time < $end GROUP BY "rule"', span)
+        for s in alerts:
+            rule = s.tags.get("rule", "")
+            for r in s.rows():
+                scope = str(r.get("scope") or "").split(" · ")[0]
+                if r.get("state") in ("FIRING", "RESOLVED") and scope in (f"job {run}", "any job"):
+                    out.append(Marker(int(r["time"]), r["state"].lower(), f"{rule} {r['state']}"))
+        return sorted(out, key=lambda m: m.time_ns)
+
+    def _optional(self, q: str, params: dict) -> list:
+        """Run a query of an optional measurement: a refusal (e.g. no such database yet) reads as none."""
+        try:
+            return self.client.query(q, params)
+        except InfluxError as e:
+            if e.status is None:
+                raise
+            return []
+
+    def batch_view(self, run: str, rng: TimeRange, interval_s: int) -> BatchView:
+        """Return Spark's batch durations and their phases per `interval_s` bucket (empty if none written)."""
+        where, params = self._where(run, rng)
+        phases = ", ".join(f'mean("{p}_ms") AS "{p}"' for p in SPARK_PHASES)
+        series = self.client.query(
+            f'SELECT max("batch_ms") AS "slowest", count("batch_ms") AS "batches", {phases} '
+            f'FROM "{SPARK_PROGRESS}" WHERE {where} GROUP BY time({int(interval_s)}s) fill(none)', params)
+        rows = [r for s in series for r in s.rows()]
+        slowest = [(int(r["time"]), float(r["slowest"])) for r in rows if r["slowest"] is not None]
+        per_phase = [_as_series(p, [(int(r["time"]), float(r[p])) for r in rows if r.get(p) is not None])
+                     for p in SPARK_PHASES]
+        return BatchView(sum(int(r["batches"] or 0) for r in rows), _as_series("slowest batch", slowest),
+                         [s for s in per_phase if s.values])
+
+    def ingress_view(self, run: str, rng: TimeRange, interval_s: int) -> IngressView:
+        """Return the bad frames per reason and the muted time of a run's ingress per `interval_s` bucket.
+
+        Both are cumulative counters in InfluxDB: a bucket's figure is its growth over the
+        bucket before (for the first, the last point before the range). Runs written before
+        `ingress_bad` existed show their total `bad` as one series, "all reasons".
+        """
+        where, params = self._where(run, rng)
+        by_time = f"GROUP BY time({int(interval_s)}s)"
+        before = '"run" = $run AND time < $start'
+        series = self.client.query("; ".join((
+            f'SELECT max("frames") AS "frames" FROM "{INGRESS_BAD}" WHERE {where} {by_time}, "reason" fill(none)',
+            f'SELECT last("frames") AS "frames" FROM "{INGRESS_BAD}" WHERE {before} GROUP BY "reason"',
+            f'SELECT max("bad") AS "bad", max("muted_seconds") AS "muted", max("mute_episodes") AS "episodes" '
+            f'FROM "{INGRESS}" WHERE {where} {by_time} fill(none)',
+            f'SELECT last("bad") AS "bad", last("muted_seconds") AS "muted", last("mute_episodes") AS "episodes" '
+            f'FROM "{INGRESS}" WHERE {before}')), params)
+        # statements 2 and 4 (the counters before the range) hold a single row at or before the start
+        bad: dict[str, list[tuple[int, float]]] = defaultdict(list)
+        bad_before: dict[str, float] = {}
+        status: list[dict] = []
+        status_before: dict = {}
+        for s in series:
+            for r in s.rows():
+                prior = int(r["time"]) < rng.start_ns
+                if s.name == INGRESS_BAD and r["frames"] is not None:
+                    if prior:
+                        bad_before[s.tags.get("reason", "")] = float(r["frames"])
+                    else:
+                        bad[s.tags.get("reason", "")].append((int(r["time"]), float(r["frames"])))
+                elif s.name == INGRESS:
+                    status_before = r if prior else status_before
+                    status += [] if prior else [r]
+
+        def growth(field: str) -> list[tuple[int, float]]:
+            return _growth([(int(r["time"]), float(r[field])) for r in status if r[field] is not None],
+                           _opt(status_before.get(field), float))
+
+        by_reason = {k: _growth(v, bad_before.get(k)) for k, v in bad.items()}
+        if not by_reason and any(v for _, v in growth("bad")):
+            by_reason = {"all reasons": growth("bad")}
+        muted = growth("muted")
+        per_reason = [_as_series(k, rows) for k, rows in sorted(by_reason.items())]
+        return IngressView(per_reason, int(sum(sum(s.values) for s in per_reason)),
+                           _as_series("muted", [(t, min(1.0, v / interval_s)) for t, v in muted]),
+                           sum(v for _, v in muted), int(sum(v for _, v in growth("episodes"))))
+
+
 def _rate_series(counts: Mapping[SeriesKey, list[tuple[int, int]]], keyf, interval_s: int) -> list[TimeSeries]:
     """Sum counts per group and bucket and return events/s series, one per group."""
     grouped: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
@@ -505,3 +600,54 @@ def _rate_series(counts: Mapping[SeriesKey, list[tuple[int, int]]], keyf, interv
             grouped[keyf(k)][t] += v
     return [TimeSeries(name, tuple(sorted(g)), tuple(g[t] / interval_s for t in sorted(g)))
             for name, g in sorted(grouped.items())]
+
+
+
+# -- records and helpers of the Spark-batch, ingress and marker reads
+
+INGRESS = "ingress"
+INGRESS_BAD = "ingress_bad"
+RUNS = "runs"
+ALERT_EVENTS = "alert_events"
+#: `spark_progress` phases drawn stacked, in Spark's order within a trigger; `triggerExecution`
+#: is their whole and is drawn as the batch duration instead.
+SPARK_PHASES = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A moment drawn across a page's time charts: a query start or end, an alert firing or resolving."""
+    time_ns: int
+    kind: str                             # "start", "end", "firing", "resolved"
+    text: str
+
+
+@dataclass(frozen=True)
+class BatchView:
+    """Spark's micro-batches over a range: durations (ms) per chart bucket and the batch count."""
+    batches: int
+    slowest_ms: TimeSeries                # the longest batch that started in each bucket
+    phases_ms: list[TimeSeries]           # mean ms of each `durationMs` phase per bucket, SPARK_PHASES order
+
+
+@dataclass(frozen=True)
+class IngressView:
+    """What the ingress set aside and how long it was muted over a range."""
+    bad_by_reason: list[TimeSeries]       # frames per bucket, one series per reason category
+    bad_frames: int                       # in the range
+    muted_share: TimeSeries               # share of each bucket (0..1) the ingress' sockets were muted
+    muted_s: float                        # seconds muted in the range
+    mute_episodes: int                    # mutes that began in the range
+
+
+def _growth(values: Sequence[tuple[int, float]], before: float | None) -> list[tuple[int, float]]:
+    """Return per-bucket growth of a cumulative counter; a drop is a restarted process counting from 0."""
+    out, prev = [], before
+    for t, v in values:
+        out.append((t, v if prev is None or v < prev else v - prev))
+        prev = v
+    return out
+
+
+def _as_series(name: str, rows: Sequence[tuple[int, float]]) -> TimeSeries:
+    return TimeSeries(name, tuple(t for t, _ in rows), tuple(v for _, v in rows))

@@ -1,24 +1,38 @@
-"""Job page: one run's pipelines, workers, steps and backpressure over the chosen range, live while it runs."""
+"""Job page: one run's pipelines, workers, steps, backpressure, Spark batches and ingress over one range.
+
+The range and refresh rate live in the page's address (`?range=1h`, `?range=custom&from=...&to=...`,
+`&refresh=5`), so a view can be bookmarked and shared; zooming the time axis of any chart makes
+that the page's range. One callback resolves the range on each tick and reads the latency
+figures; the backpressure, Spark and ingress panels follow from its window in callbacks of
+their own, and every panel sends only the outputs that changed since its last answer. Charts
+keep the user's zoom and hidden series across live updates (`uirevision`).
+"""
 from __future__ import annotations
 
 from urllib.parse import quote, unquote
 
 import dash
-from dash import Input, Output, State, callback, dcc, html
+from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html
 from flask import current_app
 
 from collector.influx import InfluxError
 
 from metrics_ui import components as c
 from metrics_ui import figures
-from metrics_ui.data import BackpressureView
-from metrics_ui.ranges import NS, TimeRange, check_name
+from metrics_ui.data import BackpressureView, Marker
+from metrics_ui.ranges import NS, RANGE_CUSTOM, TimeRange, check_name
 from metrics_ui.resolution import bucket_s
 
 dash.register_page(__name__, path_template="/run/<run_id>", title="Run · Market Spread metrics", name="Run")
 
 JOB_RUN = "job-run"
-JOB_RANGE = "job"                  # range picker prefix: job-range, job-from-date, ...
+JOB_RANGE = "job"                  # range picker prefix: job-range, job-from-date, ..., job-refresh
+JOB_REFRESH = "job-refresh"
+JOB_URL = "job-url"
+JOB_URL_ERROR = "job-url-error"       # what was wrong with the address' range, said while the page is open
+JOB_LIVE = "job-live"
+JOB_WINDOW = "job-window"
+JOB_DIGESTS = "job-digests"
 JOB_TITLE = "job-title"
 JOB_BANNER = "job-banner"
 JOB_SUMMARY = "job-summary"
@@ -29,55 +43,92 @@ JOB_PIPELINES = "job-pipelines"
 JOB_WORKERS = "job-workers"
 JOB_INTERVAL = "job-interval"
 JOB_BP = "job-backpressure"
+JOB_GRAPH = "job-graph"
 JOB_BP_BUSY = "job-bp-busy"
 JOB_BP_BACKLOG = "job-bp-backlog"
+JOB_BATCHES = "job-batches"
+JOB_BATCH_SUMMARY = "job-batch-summary"
+JOB_BAD = "job-bad-frames"
+JOB_MUTED = "job-muted"
+JOB_INGRESS_SUMMARY = "job-ingress-summary"
+#: Every chart over time: they share the page's range, and a zoom on any of them sets it.
+TIME_GRAPHS = (JOB_THROUGHPUT, JOB_PERCENTILES, JOB_BP_BUSY, JOB_BP_BACKLOG, JOB_BATCHES, JOB_BAD, JOB_MUTED)
 _BUSY_TITLE = "Busy and backpressured share per step"
 _BACKLOG_TITLE = "Backlog"
+_BATCH_TITLE = "Spark micro-batches: phases (mean) and slowest batch"
+_BAD_TITLE = "Bad frames set aside by the ingress, by reason"
+_MUTED_TITLE = "Ingress muted (backpressure)"
 #: How far past a finished run's last `latency` point its backpressure panel reads: the ingress
 #: and the job write their last figures (the backlog drained to 0) a few seconds after it.
 BP_GRACE_NS = 15 * NS
 
 
-def layout(run_id: str | None = None, **_query) -> html.Div:
-    """Return the job page for `run_id` (data arrives with the first interval tick)."""
+def layout(run_id: str | None = None, **query) -> html.Div:
+    """Return the job page for `run_id` with the range and refresh rate of its address."""
     run = unquote(run_id or "")
+    q = c.page_query(query)
+    loading = figures.empty_figure
     return html.Div([
-        dcc.Store(id=JOB_RUN, data=run),
+        dcc.Store(id=JOB_RUN, data=run), dcc.Store(id=JOB_LIVE, data=False), dcc.Store(id=JOB_WINDOW),
+        dcc.Store(id=JOB_URL), dcc.Store(id=JOB_DIGESTS, data={}), dcc.Store(id=JOB_URL_ERROR, data=q.error),
+        dcc.Store(id=JOB_BP + "-digests", data={}),
+        dcc.Store(id=JOB_BATCHES + "-digests", data={}),
         html.Div([dcc.Link("← runs", href="/"), html.H2(["Run ", html.Code(run)]),
                   html.Span(id=JOB_TITLE, className="status")], className="page-head"),
-        c.range_picker(JOB_RANGE),
-        html.Div(id=JOB_BANNER),
+        c.page_controls(JOB_RANGE, q),
+        html.Div(c.warning_banner(q.error) if q.error else None, id=JOB_BANNER),
         html.P(id=JOB_SUMMARY, className="summary"),
-        html.Div([dcc.Graph(id=JOB_THROUGHPUT, figure=figures.empty_figure("Throughput", "loading…")),
-                  dcc.Graph(id=JOB_PERCENTILES, figure=figures.empty_figure("Start-to-end latency", "loading…"))],
+        html.Div([dcc.Graph(id=JOB_THROUGHPUT, figure=loading("Throughput", "loading…")),
+                  dcc.Graph(id=JOB_PERCENTILES, figure=loading("Start-to-end latency", "loading…"))],
                  className="grid2"),
         html.H3("Steps"), html.Div(id=JOB_STEPS),
-        html.H3("Backpressure"), html.Div(id=JOB_BP),
-        html.Div([dcc.Graph(id=JOB_BP_BUSY, figure=figures.empty_figure(_BUSY_TITLE, "loading…")),
-                  dcc.Graph(id=JOB_BP_BACKLOG, figure=figures.empty_figure(_BACKLOG_TITLE, "loading…"))],
+        html.H3("Backpressure"), html.Div(id=JOB_GRAPH, className="job-graph"), html.Div(id=JOB_BP),
+        html.P(c.BUSY_NOTE, className="note", id=JOB_BP + "-note"),
+        html.Div([dcc.Graph(id=JOB_BP_BUSY, figure=loading(_BUSY_TITLE, "loading…")),
+                  dcc.Graph(id=JOB_BP_BACKLOG, figure=loading(_BACKLOG_TITLE, "loading…"))],
                  className="grid2"),
+        html.H3("Spark micro-batches"), html.P(id=JOB_BATCH_SUMMARY, className="summary"),
+        dcc.Graph(id=JOB_BATCHES, figure=loading(_BATCH_TITLE, "loading…")),
+        html.H3("Ingress"), html.P(id=JOB_INGRESS_SUMMARY, className="summary"),
+        html.Div([dcc.Graph(id=JOB_BAD, figure=loading(_BAD_TITLE, "loading…")),
+                  dcc.Graph(id=JOB_MUTED, figure=loading(_MUTED_TITLE, "loading…"))], className="grid2"),
         html.H3("Pipelines (start-to-end)"), html.Div(id=JOB_PIPELINES),
         html.H3("Workers"), html.Div(id=JOB_WORKERS),
         dcc.Interval(id=JOB_INTERVAL, interval=current_app.config["MS_UI"].refresh_ms, n_intervals=0),
     ])
 
 
+def _window(rng: TimeRange, interval: int, revision: str, markers: list[Marker], bp_end: int,
+            shown: TimeRange) -> dict:
+    """Return what the panels need of the main callback's range, as the JOB_WINDOW store holds it."""
+    return {"start": rng.start_ns, "end": rng.end_ns, "interval": interval, "revision": revision,
+            "bp_end": bp_end, "markers": [[m.time_ns, m.kind, m.text] for m in markers],
+            "shown": [shown.start_ns, shown.end_ns]}
+
+
+def _unpack(window: dict) -> tuple[TimeRange, int, str, list[Marker]]:
+    """Return the range read, the bucket, the charts' uirevision and the markers."""
+    return (TimeRange(int(window["start"]), int(window["end"])), int(window["interval"]), str(window["revision"]),
+            [Marker(int(t), str(k), str(x)) for t, k, x in window.get("markers", [])])
+
+
 @callback(Output(JOB_TITLE, "children"), Output(JOB_TITLE, "className"), Output(JOB_SUMMARY, "children"),
           Output(JOB_THROUGHPUT, "figure"), Output(JOB_PERCENTILES, "figure"),
           Output(JOB_STEPS, "children"), Output(JOB_PIPELINES, "children"), Output(JOB_WORKERS, "children"),
-          Output(JOB_BP, "children"), Output(JOB_BP_BUSY, "figure"), Output(JOB_BP_BACKLOG, "figure"),
-          Output(JOB_BANNER, "children"), Output(JOB_INTERVAL, "disabled"),
-          Input(JOB_INTERVAL, "n_intervals"), *c.range_inputs(JOB_RANGE), State(JOB_RUN, "data"))
-def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run):
-    """Reload the job page's figures and tables for the chosen range."""
-    keep = [dash.no_update] * 11
+          Output(JOB_BANNER, "children"), Output(JOB_LIVE, "data"), Output(JOB_WINDOW, "data"),
+          Output(JOB_DIGESTS, "data"),
+          Input(JOB_INTERVAL, "n_intervals"), *c.range_inputs(JOB_RANGE), State(JOB_RUN, "data"),
+          State(JOB_DIGESTS, "data"), State(JOB_URL_ERROR, "data"))
+def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests, url_error=None):
+    """Resolve the range, reload the latency figures and tables, and hand the range to the other panels."""
+    keep = [dash.no_update] * 8
     try:
         check_name(run, "run id")
     except ValueError as e:
         empty = c.table(c.STATS_HEADER, [], empty="no such run")
         return ("bad run id", "status", "", figures.empty_figure("Throughput", "no such run"),
                 figures.empty_figure("Start-to-end latency", "no such run"), empty, empty, empty,
-                *_backpressure_empty("no such run"), c.warning_banner(str(e)), True)
+                c.warning_banner(str(e)), False, None, {})
     try:
         store, now = c.store(), c.now_ns()
         info = store.run(run, now)
@@ -85,34 +136,137 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run):
             empty = c.table(c.STATS_HEADER, [])
             return ("no data yet", "status", "no data yet for this run",
                     figures.empty_figure("Throughput"), figures.empty_figure("Start-to-end latency"),
-                    empty, empty, empty, *_backpressure_empty(c.BP_EMPTY), None, False)
+                    empty, empty, empty, None, True, None, {})
         try:
             rng = c.picked_range(choice, info.anchor_ns(now), from_date, from_time, to_date, to_time)
         except ValueError as e:
-            return keep + [c.warning_banner(str(e)), not info.live]
+            return keep + [c.warning_banner(str(e)), info.live, dash.no_update, dash.no_update]
         interval = bucket_s(rng)
         view = store.job_view(run, rng, interval)
-        bp = store.backpressure_view(run, _backpressure_range(rng, info.anchor_ns(now), info.live), interval)
+        markers = store.markers(run, _backpressure_range(rng, info.anchor_ns(now), info.live))
     except InfluxError as e:
-        return keep + [c.influx_error_banner(e), False]
+        return keep + [c.influx_error_banner(e), True, dash.no_update, dash.no_update]
+    revision = run        # a new range comes with its own x range; hidden series and y zooms stay
     step_rows = c.stats_rows(view.steps)
     for row in step_rows:
         row[0] = dcc.Link(row[0], href=f"/step/{quote(run, safe='')}/{quote(row[0], safe='')}")
     summary = (f"{view.events:,} events start-to-end in the range · {info.events:,} in the whole run · "
-               f"{'refreshing every second' if info.live else 'finished'}")
-    return (info.status, f"status status-{info.status}", summary,
-            figures.throughput_figure(view.throughput, "Throughput (start-to-end, per pipeline)"),
-            figures.percentiles_over_time_figure(view.percentiles, "Start-to-end latency (max over workers)"),
-            c.table(c.STATS_HEADER, step_rows, JOB_STEPS + "-table"),
-            c.table(c.STATS_HEADER, c.stats_rows(view.pipelines), JOB_PIPELINES + "-table"),
-            c.table(c.STATS_HEADER, c.stats_rows(view.workers), JOB_WORKERS + "-table"),
-            *_backpressure_panel(bp), None, not info.live)
+               f"{'live' if info.live else 'finished'}")
+    bp_end = _backpressure_range(rng, info.anchor_ns(now), info.live).end_ns
+    shown = c.shown_range(rng, info.first_ns, bp_end)
+    frame = (shown, revision, markers)
+    changed, digests = c.only_changed({
+        "title": c.as_is(info.status), "class": c.as_is(f"status status-{info.status}"), "summary": c.as_is(summary),
+        "throughput": ((view.throughput, frame), lambda: figures.time_axes(
+            figures.throughput_figure(view.throughput, "Throughput (start-to-end, per pipeline)"), *frame)),
+        "percentiles": ((view.percentiles, frame), lambda: figures.time_axes(
+            figures.percentiles_over_time_figure(view.percentiles, "Start-to-end latency (max over workers)"), *frame)),
+        "steps": (view.steps, lambda: c.table(c.STATS_HEADER, step_rows, JOB_STEPS + "-table")),
+        "pipelines": (view.pipelines,
+                      lambda: c.table(c.STATS_HEADER, c.stats_rows(view.pipelines), JOB_PIPELINES + "-table")),
+        "workers": (view.workers, lambda: c.table(c.STATS_HEADER, c.stats_rows(view.workers), JOB_WORKERS + "-table")),
+    }, digests)
+    return (*changed, _url_banner(url_error), info.live, _window(rng, interval, revision, markers, bp_end, shown),
+            digests)
+
+
+@callback(Output(JOB_BP, "children"), Output(JOB_GRAPH, "children"), Output(JOB_BP_BUSY, "figure"),
+          Output(JOB_BP_BACKLOG, "figure"), Output(JOB_BP + "-digests", "data"),
+          Input(JOB_WINDOW, "data"), State(JOB_RUN, "data"), State(JOB_BP + "-digests", "data"))
+def refresh_backpressure(window, run, digests):
+    """Reload the backpressure table, job graph and charts for the page's range."""
+    if not window:
+        return (*_backpressure_empty(c.BP_EMPTY), {})
+    rng, interval, revision, markers = _unpack(window)
+    shown = TimeRange(*window.get("shown", rng))
+    try:
+        bp = c.store().backpressure_view(run, TimeRange(rng.start_ns, int(window["bp_end"])), interval)
+    except InfluxError:
+        return (dash.no_update,) * 5                  # the main callback's banner says so
+
+    built: list[tuple] = []                           # the panel is built once, if any part changed
+
+    def panel(i: int):
+        def build():
+            if not built:
+                built.append(_backpressure_panel(bp))
+            out = built[0][i]
+            return figures.time_axes(out, shown, revision, markers) if i >= 2 and out.data else out
+        return build
+
+    charts = (bp, shown, revision, markers)
+    changed, digests = c.only_changed({"table": (bp.latest, panel(0)), "graph": (bp.latest, panel(1)),
+                                       "busy": (charts, panel(2)), "backlog": (charts, panel(3))}, digests)
+    return (*changed, digests)
+
+
+@callback(Output(JOB_BATCHES, "figure"), Output(JOB_BATCH_SUMMARY, "children"),
+          Output(JOB_BAD, "figure"), Output(JOB_MUTED, "figure"), Output(JOB_INGRESS_SUMMARY, "children"),
+          Output(JOB_BATCHES + "-digests", "data"),
+          Input(JOB_WINDOW, "data"), State(JOB_RUN, "data"), State(JOB_BATCHES + "-digests", "data"))
+def refresh_spark_and_ingress(window, run, digests):
+    """Reload the Spark batch chart and the ingress' bad frames and muted time for the page's range."""
+    if not window:
+        return (figures.empty_figure(_BATCH_TITLE), "", figures.empty_figure(_BAD_TITLE),
+                figures.empty_figure(_MUTED_TITLE), "", {})
+    rng, interval, revision, markers = _unpack(window)
+    shown = TimeRange(*window.get("shown", rng))
+    try:
+        store = c.store()
+        batches = store.batch_view(run, rng, interval)
+        ingress = store.ingress_view(run, rng, interval)
+    except InfluxError:
+        return (dash.no_update,) * 6
+    slowest = max(batches.slowest_ms.values, default=None)
+    batch_summary = (f"{batches.batches:,} micro-batches in the range · slowest {slowest:,.0f} ms"
+                     if batches.batches and slowest is not None else "no Spark progress in the range")
+    reasons = ", ".join(f"{s.name} {int(sum(s.values)):,}" for s in ingress.bad_by_reason if sum(s.values))
+    ingress_summary = (f"{ingress.bad_frames:,} bad frames set aside" + (f" ({reasons})" if reasons else "")
+                       + f" · muted {ingress.muted_s:,.1f} s in {ingress.mute_episodes:,} episodes")
+
+    def chart(build_figure, view, title):
+        def build():
+            fig = build_figure(view, title)
+            return figures.time_axes(fig, shown, revision, markers) if fig.data else fig
+        return (view, shown, revision, markers), build
+
+    changed, digests = c.only_changed({
+        "batches": chart(figures.batch_figure, batches, _BATCH_TITLE), "batch_summary": c.as_is(batch_summary),
+        "bad": chart(figures.bad_frames_figure, ingress, _BAD_TITLE),
+        "muted": chart(figures.muted_figure, ingress, _MUTED_TITLE), "ingress_summary": c.as_is(ingress_summary)},
+        digests)
+    return (*changed, digests)
+
+
+@callback(Output(JOB_INTERVAL, "disabled"), Output(JOB_INTERVAL, "interval"),
+          Input(JOB_LIVE, "data"), Input(JOB_REFRESH, "value"))
+def pace_job(live, refresh):
+    """Tick only while the run is live and the user has not paused, at the chosen rate."""
+    return c.refresh_state(refresh, live)
+
+
+@callback(Output(f"{JOB_RANGE}-range", "value"), Output(f"{JOB_RANGE}-from-date", "date"),
+          Output(f"{JOB_RANGE}-from-time", "value"), Output(f"{JOB_RANGE}-to-date", "date"),
+          Output(f"{JOB_RANGE}-to-time", "value"),
+          *[Input(g, "relayoutData") for g in TIME_GRAPHS], prevent_initial_call=True)
+def zoom_job(*relayouts):
+    """Make a zoom on any chart's time axis the page's range (and so every chart's, and the address')."""
+    picked = next((p for t in ctx.triggered if (p := c.zoom_to_range(t["value"])) is not None), None)
+    return (dash.no_update,) * 5 if picked is None else (RANGE_CUSTOM, *picked)
+
+
+clientside_callback(c.URL_SYNC_JS, Output(JOB_URL, "data"), *c.url_sync_inputs(JOB_RANGE))
+
+
+def _url_banner(error) -> html.Div | None:
+    """Return the banner saying what was wrong with the page's address (None if nothing was)."""
+    return c.warning_banner(error) if isinstance(error, str) and error else None
 
 
 def _backpressure_range(rng: TimeRange, anchor: int, live: bool) -> TimeRange:
     """Return the range the backpressure panel reads: to the run's true end when `rng` ends where the run does.
 
-    Only this panel reads past the range: the latency tables keep counting the events in `rng`.
+    Only this panel (and the markers) reads past the range: the latency tables keep counting the events in `rng`.
     """
     if live or rng.end_ns != anchor:
         return rng
@@ -120,17 +274,18 @@ def _backpressure_range(rng: TimeRange, anchor: int, live: bool) -> TimeRange:
 
 
 def _backpressure_panel(bp: BackpressureView) -> tuple:
-    """Return the backpressure table and its two charts (the empty state when none was written)."""
+    """Return the backpressure table, the job graph and the two charts (the empty state when none was written)."""
     if not bp.latest and not bp.backlog:
         return _backpressure_empty(c.BP_EMPTY)
     busy = figures.busy_share_figure(bp.busy, bp.backpressured, _BUSY_TITLE)
     backlog = figures.backlog_figure(bp.backlog, _BACKLOG_TITLE)
     height = max(busy.layout.height, backlog.layout.height)     # side by side: equally tall
     return (c.table(c.BP_HEADER, c.backpressure_rows(bp.latest), JOB_BP + "-table", empty=c.BP_EMPTY),
+            c.job_graph(bp.latest, JOB_GRAPH + "-chain"),
             busy.update_layout(height=height), backlog.update_layout(height=height))
 
 
 def _backpressure_empty(message: str) -> tuple:
-    """Return the backpressure table and charts showing `message` instead of figures."""
-    return (c.table(c.BP_HEADER, [], JOB_BP + "-table", empty=message),
+    """Return the backpressure table, job graph and charts showing `message` instead of figures."""
+    return (c.table(c.BP_HEADER, [], JOB_BP + "-table", empty=message), c.job_graph([], JOB_GRAPH + "-chain"),
             figures.empty_figure(_BUSY_TITLE, message), figures.empty_figure(_BACKLOG_TITLE, message))

@@ -1,10 +1,15 @@
-"""Step page: one step's latency distribution (Wallaroo bins, full percentile curve), throughput, workers."""
+"""Step page: one step's latency distribution (Wallaroo bins, full percentile curve), throughput, workers.
+
+Like the job page, its range and refresh rate live in the address, a zoom of the throughput
+chart's time axis becomes the range, charts keep the user's view across live updates, and
+a tick sends only the outputs that changed.
+"""
 from __future__ import annotations
 
 from urllib.parse import quote, unquote
 
 import dash
-from dash import Input, Output, State, callback, dcc, html
+from dash import Input, Output, State, callback, clientside_callback, dcc, html
 from flask import current_app
 
 from collector.bins import format_ns
@@ -13,7 +18,7 @@ from collector.influx import InfluxError
 from metrics_ui import components as c
 from metrics_ui import figures
 from metrics_ui.export import export_url
-from metrics_ui.ranges import check_name, check_worker
+from metrics_ui.ranges import RANGE_CUSTOM, check_name, check_worker
 from metrics_ui.resolution import bucket_s
 
 dash.register_page(__name__, path_template="/step/<run_id>/<step>", title="Step · Market Spread metrics",
@@ -33,22 +38,29 @@ STEP_WORKERS = "step-workers"
 STEP_CSV = "step-csv"
 STEP_HGRM = "step-hgrm"
 STEP_INTERVAL = "step-interval"
+STEP_REFRESH = "step-refresh"
+STEP_URL = "step-url"
+STEP_URL_ERROR = "step-url-error"       # what was wrong with the address' range, said while the page is open
+STEP_LIVE = "step-live"
+STEP_DIGESTS = "step-digests"
 PERCENTILE_HEADER = ("p50", "p95", "p99", "p99.9", "p99.99", "max")
 
 
-def layout(run_id: str | None = None, step: str | None = None, **_query) -> html.Div:
-    """Return the step page (data arrives with the first interval tick)."""
+def layout(run_id: str | None = None, step: str | None = None, **query) -> html.Div:
+    """Return the step page with the range and refresh rate of its address (data arrives with the first tick)."""
     run, step = unquote(run_id or ""), unquote(step or "")
+    q = c.page_query(query)
     return html.Div([
-        dcc.Store(id=STEP_KEY, data={"run": run, "step": step}),
+        dcc.Store(id=STEP_KEY, data={"run": run, "step": step}), dcc.Store(id=STEP_LIVE, data=False),
+        dcc.Store(id=STEP_URL), dcc.Store(id=STEP_DIGESTS, data={}), dcc.Store(id=STEP_URL_ERROR, data=q.error),
         html.Div([dcc.Link("← run", href=f"/run/{quote(run, safe='')}"),
                   html.H2(["Step ", html.Code(step), " of run ", html.Code(run)])], className="page-head"),
-        c.range_picker(STEP_RANGE),
+        c.page_controls(STEP_RANGE, q),
         html.Div([dcc.Dropdown(id=STEP_PIPELINE, options=[], placeholder="all pipelines", clearable=True,
                                className="filter"),
                   dcc.Dropdown(id=STEP_WORKER, options=[], placeholder="all workers", clearable=True,
                                className="filter")], className="filters"),
-        html.Div(id=STEP_BANNER),
+        html.Div(c.warning_banner(q.error) if q.error else None, id=STEP_BANNER),
         html.Div([html.Span(id=STEP_SUMMARY, className="summary"),
                   html.Span([" Download the histogram of this range: ",
                              html.A("CSV", id=STEP_CSV, href=export_url(run, step, "csv")), " · ",
@@ -68,10 +80,11 @@ def layout(run_id: str | None = None, step: str | None = None, **_query) -> html
           Output(STEP_CURVE, "figure"), Output(STEP_THROUGHPUT, "figure"), Output(STEP_WORKERS, "children"),
           Output(STEP_CSV, "href"), Output(STEP_HGRM, "href"),
           Output(STEP_PIPELINE, "options"), Output(STEP_WORKER, "options"),
-          Output(STEP_BANNER, "children"), Output(STEP_INTERVAL, "disabled"),
+          Output(STEP_BANNER, "children"), Output(STEP_LIVE, "data"), Output(STEP_DIGESTS, "data"),
           Input(STEP_INTERVAL, "n_intervals"), *c.range_inputs(STEP_RANGE),
-          Input(STEP_PIPELINE, "value"), Input(STEP_WORKER, "value"), State(STEP_KEY, "data"))
-def refresh_step(_n, choice, from_date, from_time, to_date, to_time, pipeline, worker, key):
+          Input(STEP_PIPELINE, "value"), Input(STEP_WORKER, "value"), State(STEP_KEY, "data"),
+          State(STEP_DIGESTS, "data"), State(STEP_URL_ERROR, "data"))
+def refresh_step(_n, choice, from_date, from_time, to_date, to_time, pipeline, worker, key, digests, url_error=None):
     """Reload the step page for the chosen range, pipeline and worker."""
     run, step = (key.get("run"), key.get("step")) if isinstance(key, dict) else (None, None)
     keep = [dash.no_update] * 10
@@ -87,22 +100,23 @@ def refresh_step(_n, choice, from_date, from_time, to_date, to_time, pipeline, w
         return (none, None, figures.empty_figure("Percent of events by latency bin", none),
                 figures.empty_figure("Latency by percentile", none), figures.empty_figure("Throughput", none),
                 c.table(c.STATS_HEADER, [], empty=none), dash.no_update, dash.no_update, [], [],
-                c.warning_banner(str(e)), True)
+                c.warning_banner(str(e)), False, {})
     try:
         store, now = c.store(), c.now_ns()
         info = store.run(run, now)
         if info is None:
             return ("no data yet for this run", None, figures.empty_figure("Percent of events by latency bin"),
                     figures.empty_figure("Latency by percentile"), figures.empty_figure("Throughput"),
-                    c.table(c.STATS_HEADER, []), dash.no_update, dash.no_update, [], [], None, False)
+                    c.table(c.STATS_HEADER, []), dash.no_update, dash.no_update, [], [], None, True, {})
         try:
             rng = c.picked_range(choice, info.anchor_ns(now), from_date, from_time, to_date, to_time)
         except ValueError as e:
-            return keep + [c.warning_banner(str(e)), not info.live]
+            return keep + [c.warning_banner(str(e)), info.live, dash.no_update]
         pipelines, workers = store.step_filters(run, step)
         view = store.step_view(run, step, rng, bucket_s(rng), pipeline=pipeline or None, worker=worker or None)
+        markers = store.markers(run, rng)
     except InfluxError as e:
-        return keep + [c.influx_error_banner(e), False]
+        return keep + [c.influx_error_banner(e), True, dash.no_update]
     p = view.percentiles
     pct_table = c.table(PERCENTILE_HEADER, [[format_ns(p[q]) for q in (50.0, 95.0, 99.0, 99.9, 99.99)]
                                             + [format_ns(view.hist.max)]] if view.events else [],
@@ -110,11 +124,40 @@ def refresh_step(_n, choice, from_date, from_time, to_date, to_time, pipeline, w
     scope = " · ".join(x for x in (pipeline, worker) if x)
     summary = (f"{view.events:,} events in the range" + (f" ({scope})" if scope else "") if view.events
                else "no data yet for this run in the range")
-    return (summary, pct_table, figures.bins_figure(view.bins),
-            figures.percentile_curve_figure(view.hist, p if view.events else None),
-            figures.throughput_figure(view.throughput, f"Throughput of {step} (per pipeline)"),
-            c.table(c.STATS_HEADER, c.stats_rows(view.workers), STEP_WORKERS + "-table"),
-            export_url(run, step, "csv", rng, worker or None, pipeline or None),
-            export_url(run, step, "hgrm", rng, worker or None, pipeline or None),
-            [{"label": x, "value": x} for x in pipelines], [{"label": x, "value": x} for x in workers],
-            None, not info.live)
+    revision = f"{run}|{step}"   # a new range comes with its own x range; hidden series and y zooms stay
+    frame = (c.shown_range(rng, info.first_ns, rng.end_ns), revision, markers)
+    marks = p if view.events else None
+    changed, digests = c.only_changed({
+        "summary": c.as_is(summary), "percentiles": (p, lambda: pct_table),
+        "bins": (view.bins, lambda: figures.bins_figure(view.bins).update_layout(uirevision=revision)),
+        "curve": ((view.events, view.hist.max, p), lambda: figures.percentile_curve_figure(
+            view.hist, marks).update_layout(uirevision=revision)),
+        "throughput": ((view.throughput, frame), lambda: figures.time_axes(
+            figures.throughput_figure(view.throughput, f"Throughput of {step} (per pipeline)"), *frame)),
+        "workers": (view.workers, lambda: c.table(c.STATS_HEADER, c.stats_rows(view.workers), STEP_WORKERS + "-table")),
+        "csv": c.as_is(export_url(run, step, "csv", rng, worker or None, pipeline or None)),
+        "hgrm": c.as_is(export_url(run, step, "hgrm", rng, worker or None, pipeline or None)),
+        "pipelines": c.as_is([{"label": x, "value": x} for x in pipelines]),
+        "workers_filter": c.as_is([{"label": x, "value": x} for x in workers])}, digests)
+    return (*changed, c.warning_banner(url_error) if isinstance(url_error, str) and url_error else None,
+            info.live, digests)
+
+
+@callback(Output(STEP_INTERVAL, "disabled"), Output(STEP_INTERVAL, "interval"),
+          Input(STEP_LIVE, "data"), Input(STEP_REFRESH, "value"))
+def pace_step(live, refresh):
+    """Tick only while the run is live and the user has not paused, at the chosen rate."""
+    return c.refresh_state(refresh, live)
+
+
+@callback(Output(f"{STEP_RANGE}-range", "value"), Output(f"{STEP_RANGE}-from-date", "date"),
+          Output(f"{STEP_RANGE}-from-time", "value"), Output(f"{STEP_RANGE}-to-date", "date"),
+          Output(f"{STEP_RANGE}-to-time", "value"), Input(STEP_THROUGHPUT, "relayoutData"),
+          prevent_initial_call=True)
+def zoom_step(relayout):
+    """Make a zoom of the throughput chart's time axis the page's range (and the address')."""
+    picked = c.zoom_to_range(relayout)
+    return (dash.no_update,) * 5 if picked is None else (RANGE_CUSTOM, *picked)
+
+
+clientside_callback(c.URL_SYNC_JS, Output(STEP_URL, "data"), *c.url_sync_inputs(STEP_RANGE))

@@ -17,6 +17,7 @@ import requests
 
 from collector.influx import InfluxClient
 from engine.config import Config
+from engine.fixish import frame
 from engine.replay import replay
 from engine.tools.generate import generate
 from metrics_ui.app import UiConfig, create_app
@@ -45,12 +46,16 @@ def real_run(spark, real_client, tmp_path_factory):
     d = tmp_path_factory.mktemp("real-run")
     nbbo, orders = d / "nbbo.msg", d / "orders.msg"
     generate(nbbo, orders, symbols=350, nbbo=40_000, orders=40_000, wide_share=0.1, seed=7)
+    # two senders of bad input, one reason each: the ingress sets them aside and counts them per reason
+    unknown, oversized = d / "unknown.msg", d / "oversized.msg"
+    unknown.write_bytes(frame(b"\x63" + b"x" * 41) * 3)
+    oversized.write_bytes(b"\xff" * 40)
     with pytest.MonkeyPatch.context() as mp:
         for k, v in real_client.config.as_env().items():     # URL, database and credentials
             mp.setenv(k, v)
         cfg = Config.from_env(state_dir=d / "state", max_rows_per_batch=10_000)
-        rep = replay([nbbo], [orders], d / "out.msg", cfg, run_id=RUN, spark=spark)
-    assert rep.accepted == 80_350 and rep.metrics.points_dropped == 0
+        rep = replay([nbbo, unknown, oversized], [orders], d / "out.msg", cfg, run_id=RUN, spark=spark)
+    assert rep.accepted == 80_350 and rep.bad == 2 and rep.metrics.points_dropped == 0
     # The pages call a run live until its last point is 10 s old: wait, so they show it finished.
     store, deadline = MetricsStore(real_client), time.monotonic() + 30
     while (info := store.run(RUN, time.time_ns())) is None or info.live:
@@ -80,6 +85,11 @@ def _last_backlogs(client: InfluxClient) -> dict[str, str]:
     series = client.query('SELECT "backlog" FROM "backpressure" WHERE "run" = $run GROUP BY "step" '
                           'ORDER BY time DESC LIMIT 1', {"run": RUN})
     return {s.tags["step"]: "—" if s.values[0][1] is None else f"{int(s.values[0][1]):,}" for s in series}
+
+
+def _spark_batches(client: InfluxClient) -> int:
+    series = client.query('SELECT count("batch_ms") FROM "spark_progress" WHERE "run" = $run', {"run": RUN})
+    return int(series[0].values[0][1])
 
 
 def _open_runs(dash_duo, rep) -> list[str]:
@@ -137,6 +147,28 @@ def test_pages_show_a_real_run(dash_duo, real_app, real_run, real_client):
     assert {r[0]: r[5] for r in bp} == {step: last.get(step, "—") for step in BP_STEPS}, bp
     for graph in ("job-throughput", "job-percentiles", "job-bp-busy", "job-bp-backlog"):
         _legend_clear(dash_duo, graph)
+    # the job graph: each step with the status of the table, and what "busy" means for micro-batches
+    nodes = dash_duo.find_elements("#job-graph .graph-node")
+    assert [n.get_attribute("data-step") for n in nodes] == list(BP_STEPS[:4])
+    assert [n.find_element("css selector", ".bp-badge").text for n in nodes] == badges[:4]
+    assert "micro-batch" in dash_duo.find_element("#job-graph .graph-job").text
+    assert "Busy, for the job, is the share of time a micro-batch was running" in \
+        dash_duo.find_element("#job-backpressure-note").text
+    # Spark's batches: every batch the listener wrote, its phases stacked under the slowest batch
+    batches = _spark_batches(real_client)
+    dash_duo.wait_for_contains_text("#job-batch-summary", f"{batches:,} micro-batches in the range", timeout=TIMEOUT)
+    traces = _wait_traces(dash_duo, "job-batches")
+    names = dash_duo.driver.execute_script(
+        "return document.querySelector('#job-batches .js-plotly-plot')._fullData.map(t => t.name);")
+    assert "addBatch" in names and names[-1] == "slowest batch", names
+    assert max(traces[-1]["y"]) >= max(max(t["y"]) for t in traces[:-1]), traces
+    # the ingress: the two bad senders by reason, and the muted time (none: no backlog limit in a replay)
+    dash_duo.wait_for_contains_text("#job-ingress-summary", "2 bad frames set aside", timeout=TIMEOUT)
+    summary = dash_duo.find_element("#job-ingress-summary").text
+    assert "unknown type 1" in summary and "oversized frame 1" in summary and "muted 0.0 s" in summary, summary
+    bad = _wait_traces(dash_duo, "job-bad-frames")
+    assert _total(bad) == 2 and len(bad) == 2, bad
+    _wait_traces(dash_duo, "job-muted")
     assert dash_duo.get_logs() == []
 
     # step page of start-to-end: Wallaroo bins, the percentile curve, an export of the same events
