@@ -31,6 +31,7 @@ sys.path.insert(0, str(BENCH))
 
 import e2e  # noqa: E402  (also puts the project root on sys.path)
 from collector.influx_server import InfluxServer  # noqa: E402
+from engine.diskspace import allocated_bytes  # noqa: E402
 from engine.ingress_log import RECORD_BYTES, read_consumed, read_head, segment_firsts  # noqa: E402
 from engine.results import retained_from  # noqa: E402
 from engine.retention import parse_duration_s  # noqa: E402
@@ -50,23 +51,12 @@ class DiskSample:
     results_from: int                  # first result batch kept
 
 
-def disk_bytes(path: Path) -> int:
-    """Bytes allocated under `path`, tolerating files deleted while walking."""
-    total = 0
-    for root, dirs, files in os.walk(path):
-        for n in dirs + files:
-            try:
-                total += os.lstat(os.path.join(root, n)).st_blocks * 512
-            except FileNotFoundError:
-                pass
-    return total
-
 
 def take(t: float, run_dir: Path) -> DiskSample:
     """Measure the state folder (the run folder without the bench's own process logs)."""
-    parts = {p: disk_bytes(run_dir / p) for p in PARTS}
+    parts = {p: allocated_bytes(run_dir / p) for p in PARTS}
     rest = [e for e in os.scandir(run_dir) if e.name not in (*PARTS, "logs")]
-    parts["other"] = sum(disk_bytes(Path(e.path)) if e.is_dir() else e.stat().st_blocks * 512 for e in rest)
+    parts["other"] = sum(allocated_bytes(Path(e.path)) if e.is_dir() else e.stat().st_blocks * 512 for e in rest)
     parts["total"] = sum(parts.values())
     return DiskSample(round(t, 1), read_consumed(run_dir / "ingress"), read_head(run_dir / "ingress"), parts,
                       len(segment_firsts(run_dir / "ingress")), retained_from(run_dir / "results"))

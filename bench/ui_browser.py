@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from collector.aggregate import IntervalHistogram  # noqa: E402
 from collector.histogram import LatencyHistogram  # noqa: E402
-from collector.influx import InfluxClient, InfluxConfig, ensure_database  # noqa: E402
+from collector.influx import InfluxClient, InfluxConfig  # noqa: E402
 from collector.influx_server import InfluxServer, free_port  # noqa: E402
 from collector.points import latency_point  # noqa: E402
 
@@ -203,17 +203,7 @@ def main(argv=None) -> int:
         try:
             config = server.config(db="bench_ui")
             client = InfluxClient(config)
-            if done.exists():
-                written = json.loads(done.read_text())
-                print(f"re-using the run written earlier in {state}: {written}", flush=True)
-            else:
-                ensure_database(client)
-                seconds = int(args.hours * 3600)
-                start = (time.time_ns() // NS - seconds) * NS
-                print(f"writing {seconds:,} s x {args.series} series ...", flush=True)
-                written = ui_render.generate(client, start, seconds, args.series, args.events_per_s, args.seed)
-                done.write_text(json.dumps(written))
-                time.sleep(12)                    # finished: no point in the last 10 s
+            written = ui_render.ensure_run(client, done, args.hours, args.series, args.events_per_s, args.seed)
             port = free_port()
             ui = _start_ui(config, port, Path(tmp) / "ui.log")
             base = f"http://127.0.0.1:{port}"

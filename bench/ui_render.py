@@ -120,6 +120,22 @@ def generate(client: InfluxClient, start_ns: int, seconds: int, n_series: int, e
             "write_s": round(time.perf_counter() - t0, 1)}
 
 
+def ensure_run(client: InfluxClient, done: Path, hours: float, series: int, eps: int, seed: int) -> dict:
+    """Write the finished run once (`done` remembers it, so a kept folder re-times only); return what was written."""
+    if done.exists():
+        written = json.loads(done.read_text())
+        print(f"re-using the run written earlier in {done.parent}: {written}", flush=True)
+        return written
+    ensure_database(client)
+    seconds = int(hours * 3600)
+    start = (time.time_ns() // NS - seconds) * NS
+    print(f"writing {seconds:,} s x {series} series to {client.url} ...", flush=True)
+    written = generate(client, start, seconds, series, eps, seed)
+    done.write_text(json.dumps(written))
+    time.sleep(12)                   # the run is finished (no point in the last 10 s)
+    return written
+
+
 def _callback_body(app, prefix: str, values: dict, state: dict) -> tuple[str, dict]:
     """Return the Dash callback key and request body whose outputs start with `prefix`."""
     key = next(k for k in app.callback_map if k.startswith(f"..{prefix}"))
@@ -253,18 +269,7 @@ def main(argv=None) -> int:
         try:
             config = server.config(db="bench_ui")
             client = InfluxClient(config)
-            if done.exists():
-                written = json.loads(done.read_text())
-                print(f"re-using the run written earlier in {state}: {written}", flush=True)
-            else:
-                ensure_database(client)
-                seconds = int(args.hours * 3600)
-                start = (time.time_ns() // NS - seconds) * NS
-                print(f"writing {seconds:,} s x {args.series} series to {server.url} ...", flush=True)
-                written = generate(client, start, seconds, args.series, args.events_per_s, args.seed)
-                done.write_text(json.dumps(written))
-                print(f"written: {written}", flush=True)
-                time.sleep(12)                   # the run is finished (no point in the last 10 s)
+            written = ensure_run(client, done, args.hours, args.series, args.events_per_s, args.seed)
             pages = measure(config, args.repeat)
         finally:
             server.stop()

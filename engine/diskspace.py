@@ -75,3 +75,16 @@ def describe_free(path: str | os.PathLike) -> str:
         return f"{disk_space(path).free:,} bytes free in {path}"
     except OSError as e:
         return f"free space in {path} unknown ({e.strerror})"
+
+
+def allocated_bytes(path: str | os.PathLike) -> int:
+    """Bytes allocated on disk under `path` (files and folders, as `du` counts), tolerating
+    files deleted while it walks (retention runs meanwhile)."""
+    total = 0
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except FileNotFoundError:
+                pass
+    return total

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.diskspace import allocated_bytes
 from engine.ingress_log import (DEFAULT_SEGMENT_RECORDS, RECORD_BYTES, LogReader, read_consumed, read_head,
                                 segment_firsts, write_hold)
 from engine.results import RESULT_FRAME, read_retained, retained_from
@@ -40,17 +41,6 @@ LOG_BOUND = MAX_BACKLOG * RECORD_BYTES + 3 * SEGMENT_BYTES
 OTHER_BOUND = 64 << 20
 STATE_BOUND = LOG_BOUND + RESULTS_BYTES + OTHER_BOUND
 
-
-def disk_bytes(path: Path) -> int:
-    """Bytes allocated on disk under `path` (files and folders), tolerating deletions meanwhile."""
-    total = 0
-    for root, dirs, files in os.walk(path):
-        for n in dirs + files:
-            try:
-                total += os.lstat(os.path.join(root, n)).st_blocks * 512
-            except FileNotFoundError:
-                pass
-    return total
 
 
 class LogFollower:
@@ -129,8 +119,8 @@ def test_state_folder_stays_bounded_at_high_rate_with_exact_results(tmp_path):
             sleep_watching(SAMPLE_S, watch)
             # Log the test's own reader holds beyond what the job needs: not retention's to delete.
             held = max(0, read_consumed(log_dir) - follower.pos) * RECORD_BYTES
-            parts = {k: disk_bytes(state / k) for k in ("ingress", "results", "checkpoint", "spark-tmp")}
-            parts["total"] = disk_bytes(state)
+            parts = {k: allocated_bytes(state / k) for k in ("ingress", "results", "checkpoint", "spark-tmp")}
+            parts["total"] = allocated_bytes(state)
             parts["held"] = held
             samples.append((time.monotonic() - t0, parts))
         for s in senders:
