@@ -241,3 +241,23 @@ def test_markers_axes_colours_and_labels(dash_duo, influx_client, ui_data, tmp_p
     assert curve["ticktext"] and all(t.endswith((" µs", " ms", " s")) for t in curve["ticktext"]), curve
     assert _layout(dash_duo, "step-throughput")["annotations"]       # the markers there too
     assert dash_duo.get_logs() == []
+
+
+def test_one_hover_for_every_time_chart(dash_duo, influx_client, ui_data, tmp_path):
+    """Pointing at a moment in one chart shows that moment in the page's other time charts."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    run = ui_data.done_run
+    dash_duo.start_server(_app(influx_client, tmp_path), port=_free_port())
+    dash_duo.driver.get(dash_duo.server_url + f"/run/{run}")
+    _wait_traces(dash_duo, "job-percentiles")
+    _wait_traces(dash_duo, "job-throughput")
+    labels = ("return document.querySelectorAll('#' + arguments[0] + ' .hoverlayer .legend,"
+              " #' + arguments[0] + ' .hoverlayer .hovertext').length")
+    assert dash_duo.driver.execute_script(labels, "job-percentiles") == 0
+    plot = dash_duo.find_element("#job-throughput .nsewdrag")
+    ActionChains(dash_duo.driver).move_to_element(plot).move_by_offset(5, 0).perform()
+    dash_duo._wait_for(lambda _d: dash_duo.driver.execute_script(labels, "job-throughput") > 0, timeout=TIMEOUT,
+                       msg="the hovered chart's own label")
+    dash_duo._wait_for(lambda _d: dash_duo.driver.execute_script(labels, "job-percentiles") > 0, timeout=TIMEOUT,
+                       msg="the same moment shown on the latency chart")
+    assert dash_duo.get_logs() == []
