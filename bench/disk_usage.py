@@ -37,7 +37,7 @@ from engine.results import retained_from  # noqa: E402
 from engine.retention import parse_duration_s  # noqa: E402
 
 DB = "disk"
-PARTS = ("ingress", "results", "checkpoint", "spark-tmp")
+PARTS = ("ingress", "results", "checkpoint")
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def run(state_dir: Path, duration: float, rate: int, every: float, retention: st
                 print(f"[{s.t:6.0f} s] committed {s.consumed:,} (backlog {s.head - s.consumed:,}); state "
                       f"{b['total'] / 2**20:,.1f} MiB: log {b['ingress'] / 2**20:,.1f} ({s.segments} segments), "
                       f"results {b['results'] / 2**20:,.1f} (from batch {s.results_from:,}), checkpoint "
-                      f"{b['checkpoint'] / 2**20:,.1f}, spark-tmp {b['spark-tmp'] / 2**20:,.1f}, other "
+                      f"{b['checkpoint'] / 2**20:,.1f}, other "
                       f"{b['other'] / 2**20:,.2f}", flush=True)
         fleet.stop(job, timeout=e2e.JOB_STOP_TIMEOUT, leader_only=True)
     finally:

@@ -155,7 +155,6 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
     progress: dict[int, dict] = {}
     try:
         spark = spark or build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui, extra=QUICK_START,
-                                       temp_root=cfg.state_dir / "spark-tmp",
                                        checkpoint_batches=cfg.checkpoint_batches)
         session_built = time.time()
         if writer is not None:

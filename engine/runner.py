@@ -80,7 +80,7 @@ def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
         signal.signal(sig, lambda *_: stop.set())
     from .retention import RetentionPolicy
     policy = RetentionPolicy.from_settings(cfg.log_retention, cfg.results_retention, cfg.results_retention_bytes)
-    spark = build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui, temp_root=cfg.state_dir / "spark-tmp",
+    spark = build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui,
                           checkpoint_batches=cfg.checkpoint_batches)
     shipper = writer = listener = alerts = None
     if cfg.metrics:

@@ -13,12 +13,12 @@ from .config import Config
 
 
 def build_session(master: str = "local[*]", app_name: str = "market-spread", shards: int = Config.shards,
-                  ui: bool = False, extra: dict[str, str] | None = None, temp_root: Path | None = None,
+                  ui: bool = False, extra: dict[str, str] | None = None,
                   checkpoint_batches: int = Config.checkpoint_batches):
     """Return a SparkSession for the job; workers use this interpreter.
 
-    `temp_root` (with a local master): Spark's scratch folders go in a folder of this
-    process under it, and those of processes that died without cleaning up (SIGKILL) are
+    With a local master, Spark's scratch goes in a folder of this process in the system's
+    temp folder, and those of processes that died without cleaning up (SIGKILL) are
     removed first.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -59,15 +59,15 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
         # their own temp folder (`spark.python.unix.domain.socket.dir` to choose another).
         remove_dead_temp(Path(tempfile.gettempdir()), _SOCKET_PREFIX)
         conf["spark.python.unix.domain.socket.dir"] = _private_dir(Path(tempfile.gettempdir()), _SOCKET_PREFIX)
-        if temp_root is not None:
-            # Shuffle and block files, PySpark's files (Spark's `spark-*`, `blockmgr-*`): a
-            # SIGKILL'd JVM leaves them behind, so each process has its own folder, named by
-            # pid and start time, and the next start removes the folders of dead processes.
-            remove_dead_temp(Path(temp_root), "")
-            scratch = _private_dir(Path(temp_root), "")
-            conf["spark.local.dir"] = scratch
-            # ... and the JVM's own temp files (native libraries it unpacks: lz4, snappy).
-            conf["spark.driver.extraJavaOptions"] += f" -Djava.io.tmpdir={scratch}"
+        # Shuffle and block files, PySpark's files, the native libraries the JVM unpacks
+        # (tens of MB): a SIGKILL'd JVM leaves them, so each process has its own folder,
+        # named by pid and start time, and the next start removes those of dead processes.
+        # In the temp folder, not the state folder: scratch must not compete for the disk
+        # that holds the log and the results (a full state disk stopped a restarted job).
+        remove_dead_temp(Path(tempfile.gettempdir()), _SCRATCH_PREFIX)
+        scratch = _private_dir(Path(tempfile.gettempdir()), _SCRATCH_PREFIX)
+        conf["spark.local.dir"] = scratch
+        conf["spark.driver.extraJavaOptions"] += f" -Djava.io.tmpdir={scratch}"
     conf.update(extra or {})
     builder = SparkSession.builder.master(master).appName(app_name)
     for k, v in conf.items():
@@ -78,6 +78,7 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
 
 
 _SOCKET_PREFIX = "ms-spark-"
+_SCRATCH_PREFIX = "ms-spark-scratch-"
 
 
 def _proc_start(pid: int) -> str | None:

@@ -119,7 +119,7 @@ def test_state_folder_stays_bounded_at_high_rate_with_exact_results(tmp_path):
             sleep_watching(SAMPLE_S, watch)
             # Log the test's own reader holds beyond what the job needs: not retention's to delete.
             held = max(0, read_consumed(log_dir) - follower.pos) * RECORD_BYTES
-            parts = {k: allocated_bytes(state / k) for k in ("ingress", "results", "checkpoint", "spark-tmp")}
+            parts = {k: allocated_bytes(state / k) for k in ("ingress", "results", "checkpoint")}
             parts["total"] = allocated_bytes(state)
             parts["held"] = held
             samples.append((time.monotonic() - t0, parts))
@@ -181,8 +181,7 @@ def test_state_folder_stays_bounded_at_high_rate_with_exact_results(tmp_path):
           f"{max(p['total'] for p in last_third) / 2**20:,.1f} (bound {STATE_BOUND / 2**20:,.0f}); "
           f"peaks: log {max(p['ingress'] for p in after) / 2**20:,.1f}, results "
           f"{max(p['results'] for p in after) / 2**20:,.1f}, "
-          f"checkpoint {max(p['checkpoint'] for p in after) / 2**20:,.1f}, "
-          f"spark-tmp {max(p['spark-tmp'] for p in after) / 2**20:,.1f} MiB; segments left {segment_firsts(log_dir)}; "
+          f"checkpoint {max(p['checkpoint'] for p in after) / 2**20:,.1f} MiB; segments left {segment_firsts(log_dir)}; "
           f"results kept from batch {first:,}; {n_expected:,} results exact; reference lag max {follower.max_lag:,}, "
           f"log held for it beyond the job's needs at most {max(p['held'] for p in after) / 2**20:,.1f} MiB",
           flush=True)
@@ -196,11 +195,10 @@ def test_state_folder_stays_bounded_at_high_rate_with_exact_results(tmp_path):
 
 
 def _scratch(state: Path, pid: int) -> tuple[list[Path], list[Path]]:
-    """The job process's Spark scratch folders: under <state>/spark-tmp, and its socket folder in the temp dir."""
+    """The job process's Spark scratch folder and its socket folder, both in the temp dir, named by its pid."""
     import tempfile
-    root = state / "spark-tmp"
-    mine = sorted(root.glob(f"{pid}-*")) if root.exists() else []
-    return mine, sorted(Path(tempfile.gettempdir()).glob(f"ms-spark-{pid}-*"))
+    tmp = Path(tempfile.gettempdir())
+    return sorted(tmp.glob(f"ms-spark-scratch-{pid}-*")), sorted(tmp.glob(f"ms-spark-{pid}-*"))
 
 
 @pytest.mark.slow
