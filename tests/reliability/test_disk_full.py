@@ -26,7 +26,10 @@ from tests.tmpfs import fill, mounted_tmpfs
 from .harness import (check_exact, drain, fleet_for, log_tail, send_outcome, start_ingress, start_job,
                       stop_gracefully, wait_for_file_text, wait_until)
 
-DISK_MB = 64
+# Room enough that, once the ballast goes, the job can drain even after the ingress took in
+# every connection queued in the kernel while it was muted (up to 128 per port, ~16 MiB each
+# port at 2,000 messages a connection): with the low-space mark off it takes all it can.
+DISK_MB = 160
 PER_CONNECTION = 2_000           # messages a connection sends before it half-closes
 FILL_AT = 150_000                # records logged when the ballast goes in
 
