@@ -28,6 +28,8 @@ RUNS_INTERVAL = "runs-interval"
 RUNS_PICK = "runs-pick"
 RUNS_PICK_LINK = "runs-pick-link"
 PICK_RUNS = 20
+RUNS_PICK_BOX = "runs-pick-box"
+_HIDDEN = {"display": "none"}
 # "\n": where a long header breaks (th is white-space: pre-line), so the table fits a 1280-px window
 RUNS_HEADER = ("run", "status", "start (UTC)", "duration", "events",
                "throughput (events/s)\nlast min or test window", "p99 start-to-end\nlast min or test window",
@@ -43,7 +45,7 @@ def layout(**_query) -> html.Div:
         html.Div([html.Label("Compare performance-test runs (the first is the baseline): ", htmlFor=RUNS_PICK),
                   dcc.Checklist(id=RUNS_PICK, options=[], value=[], inline=True, className="runs-pick"),
                   dcc.Link("compare", id=RUNS_PICK_LINK, href="/compare", className="button")],
-                 className="compare-controls"),
+                 id=RUNS_PICK_BOX, className="compare-controls", style=_HIDDEN),
         html.Div(c.table(RUNS_HEADER, [], empty="loading…"), id=RUNS_TABLE),
         dcc.Interval(id=RUNS_INTERVAL, interval=current_app.config["MS_UI"].refresh_ms, n_intervals=0),
     ])
@@ -81,16 +83,17 @@ def refresh_runs(_n):
                    empty="no runs yet: start a job with metrics on"), None
 
 
-@callback(Output(RUNS_PICK, "options"), Input(RUNS_INTERVAL, "n_intervals"))
+@callback(Output(RUNS_PICK, "options"), Output(RUNS_PICK_BOX, "style"), Input(RUNS_INTERVAL, "n_intervals"))
 def refresh_pick(n):
-    """Offer the newest recorded performance-test runs (reloaded every tenth tick)."""
+    """Offer the newest recorded performance-test runs (reloaded every tenth tick; hidden while none)."""
     if n and n % 10:
-        return dash.no_update
+        return dash.no_update, dash.no_update
     try:
         listing = BenchStore(c.store().client).listing()
     except InfluxError:
-        return dash.no_update              # the table's callback shows the banner
-    return [{"label": f" {r.label} · {r.run} ", "value": r.run} for r in listing[:PICK_RUNS]]
+        return dash.no_update, dash.no_update      # the table's callback shows the banner
+    options = [{"label": f" {r.label} · {r.run} ", "value": r.run} for r in listing[:PICK_RUNS]]
+    return options, (None if options else _HIDDEN)
 
 
 @callback(Output(RUNS_PICK_LINK, "href"), Input(RUNS_PICK, "value"))
