@@ -2,15 +2,12 @@
 
 One replay per module (generated input, several micro-batches, metrics shipped to the test
 server); the pages must load without browser console errors and their charts carry data.
-With MS_SCREENSHOTS=1 the last test also rewrites the screenshots in docs/.
 """
 from __future__ import annotations
 
 import csv
 import io
-import os
 import time
-from pathlib import Path
 
 import pytest
 import requests
@@ -31,7 +28,6 @@ DB = "t_ui_real_run"
 STEPS = ("ingress", "source", "check_market_data", "sink", "start-to-end")
 BP_STEPS = ("ingress", "source", "check_market_data", "sink", "job")
 STATUSES = ("OK", "LOW", "HIGH")
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 @pytest.fixture(scope="module")
@@ -188,29 +184,4 @@ def test_pages_show_a_real_run(dash_duo, real_app, real_run, real_client):
     got = requests.get(href, timeout=TIMEOUT)
     assert got.status_code == 200
     assert sum(int(r["count"]) for r in csv.DictReader(io.StringIO(got.text))) == rep.accepted
-    assert dash_duo.get_logs() == []
-
-
-def _shoot(dash_duo, name: str) -> None:
-    """Save the whole page, 1280 px wide, as docs/<name>."""
-    driver = dash_duo.driver
-    driver.set_window_size(1280, 400)                                 # short, so scrollHeight is the page's
-    time.sleep(1)                                                     # plotly's transitions settle
-    height, chrome = driver.execute_script("return [document.documentElement.scrollHeight, "
-                                           "window.outerHeight - window.innerHeight];")
-    driver.set_window_size(1280, height + chrome)
-    time.sleep(1)
-    assert dash_duo.driver.save_screenshot(str(DOCS / name))
-
-
-@pytest.mark.skipif(not os.environ.get("MS_SCREENSHOTS"), reason="set MS_SCREENSHOTS=1 to rewrite docs/*.png")
-def test_screenshots_of_a_real_run(dash_duo, real_app, real_run):
-    dash_duo.start_server(real_app, port=_free_port())
-    _open_runs(dash_duo, real_run)
-    _shoot(dash_duo, "screenshot-runs.png")
-    for path, wait, name in ((f"/run/{RUN}", _open_job, "screenshot-job.png"),
-                             (f"/step/{RUN}/start-to-end", _open_step, "screenshot-step.png")):
-        dash_duo.driver.get(dash_duo.server_url + path)
-        wait(dash_duo, real_run)
-        _shoot(dash_duo, name)
     assert dash_duo.get_logs() == []
