@@ -102,8 +102,39 @@ def _cmd_bench(args) -> int:
     return run_cli(args, config_from(args))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser with every subcommand."""
+_TOOLS = (("influxdb", "run the project's own InfluxDB server (start|stop|status|init)"),
+          ("ui", "serve the metrics dashboard (reads MS_INFLUX_URL, MS_INFLUX_DB)"),
+          ("alerts", "SLA alert rules: list|add|rm|load|mute|unmute|serve"),
+          ("generate", "generate synthetic NBBO and order files"),
+          ("send", "send fixish files to an ingress port at a rate"),
+          ("receive", "receive result frames on a port"))
+
+
+def _tool_module(name: str):
+    """Return the module with `add_arguments` and `run` of a command of another package."""
+    if name == "influxdb":
+        from collector import influx_server
+        return influx_server
+    if name == "ui":
+        from metrics_ui import app
+        return app
+    if name == "alerts":
+        from alerts import cli
+        return cli
+    from .tools import generate, receiver, sender
+    return {"generate": generate, "send": sender, "receive": receiver}[name]
+
+
+def _chosen(argv: list[str]) -> str | None:
+    """The subcommand named on the command line (the first word that is one), None if none is."""
+    names = {"ingress", "job", "replay", "results", "demo", "bench", *(n for n, _ in _TOOLS)}
+    return next((a for a in argv if a in names), None)
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """Return the argument parser: every subcommand, with the arguments of the one `argv` names
+    (all of them when `argv` is None)."""
+    chosen = None if argv is None else _chosen(argv)
     parser = argparse.ArgumentParser(prog="marketspread", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -143,40 +174,28 @@ def build_parser() -> argparse.ArgumentParser:
     _add_retention(p)
     p.set_defaults(func=_cmd_demo)
 
-    from . import perftest
     p = sub.add_parser("bench", help="performance test: run everything at a rate, record figures for comparison")
     _add_common(p)
-    perftest.add_arguments(p)
+    if chosen == "bench":
+        from . import perftest
+        perftest.add_arguments(p)
     p.set_defaults(func=_cmd_bench)
 
-    from collector import influx_server
-    p = sub.add_parser("influxdb", help="run the project's own InfluxDB server (start|stop|status)")
-    influx_server.add_arguments(p)
-    p.set_defaults(func=influx_server.run)
-
-    from metrics_ui import app as metrics_ui_app
-    p = sub.add_parser("ui", help="serve the metrics dashboard (reads MS_INFLUX_URL, MS_INFLUX_DB)")
-    metrics_ui_app.add_arguments(p)
-    p.set_defaults(func=metrics_ui_app.run)
-
-    from alerts import cli as alerts_cli
-    p = sub.add_parser("alerts", help="SLA alert rules: list|add|rm|load|mute|unmute|serve")
-    alerts_cli.add_arguments(p)
-    p.set_defaults(func=alerts_cli.run)
-
-    from .tools import generate, receiver, sender
-    for name, mod, help_ in (("generate", generate, "generate synthetic NBBO and order files"),
-                             ("send", sender, "send fixish files to an ingress port at a rate"),
-                             ("receive", receiver, "receive result frames on a port")):
+    # The other commands live in their own packages; only the one asked for is imported, so
+    # a quick command (`alerts list`, `send`) does not pay for Dash, Flask and the rest.
+    for name, help_ in _TOOLS:
         p = sub.add_parser(name, help=help_)
-        mod.add_arguments(p)
-        p.set_defaults(func=mod.run)
+        if name == chosen or chosen is None:
+            mod = _tool_module(name)
+            mod.add_arguments(p)
+            p.set_defaults(func=mod.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the `marketspread` command line."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("py4j").setLevel(logging.WARNING)      # one INFO line per callback otherwise

@@ -94,3 +94,13 @@ def test_alerts_load_refuses_bombs_and_oversized_files_in_one_line(tmp_path):
         assert message in out.stderr and "Traceback" not in out.stderr, (name, out.stderr[-500:])
         assert len(out.stderr.strip().splitlines()) == 1, name
     assert not (tmp_path / "state" / "alerts" / "rules.json").exists()
+
+
+def test_a_quick_command_imports_only_what_it_needs(tmp_path):
+    """`alerts ...` must not load the dashboard (Dash, Flask, plotly): a one-shot command answers at once
+    (the YAML bomb is refused by the CLI in ~0.15 s, was ~1.2-2 s of start-up)."""
+    code = ("import sys; from engine.cli import main; rc = main(['alerts', 'list']); "
+            "print(sorted(m for m in ('dash', 'flask', 'plotly', 'pyspark', 'pandas') if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MS_STATE_DIR": str(tmp_path), "MS_INFLUX_URL": "http://127.0.0.1:9"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
