@@ -26,14 +26,19 @@ class InvalidName(ValueError):
     """A user-typed name that is not allowed; the message says why, for the user."""
 
 
-def check_name(value: object, what: str = "name") -> str:
-    """Return `value` if it is a safe name, else raise `InvalidName` saying what is wrong."""
+def _bounded(value: object, what: str, limit: int) -> None:
+    """Raise unless `value` is a non-empty string of at most `limit` characters, none a control one."""
     if not isinstance(value, str) or not value:
         raise InvalidName(f"{what} must be a non-empty string")
-    if len(value) > MAX_NAME_CHARS:
-        raise InvalidName(f"{what} is {len(value)} characters long; at most {MAX_NAME_CHARS} are allowed")
+    if len(value) > limit:
+        raise InvalidName(f"{what} is {len(value)} characters long; at most {limit} are allowed")
     if _CONTROL.search(value):
         raise InvalidName(f"{what} {value!r} contains a control character")
+
+
+def check_name(value: object, what: str = "name") -> str:
+    """Return `value` if it is a safe name, else raise `InvalidName` saying what is wrong."""
+    _bounded(value, what, MAX_NAME_CHARS)
     if "/" in value or "\\" in value:
         raise InvalidName(f"{what} {value!r} contains a path separator")
     if ".." in value:
@@ -55,12 +60,7 @@ def is_name(value: object) -> bool:
 
 def check_tag_value(value: object, what: str = "value") -> str:
     """Return a reported tag value (worker, step, pipeline) if bounded and printable, else raise."""
-    if not isinstance(value, str) or not value:
-        raise InvalidName(f"{what} must be a non-empty string")
-    if len(value) > MAX_TAG_CHARS:
-        raise InvalidName(f"{what} is {len(value)} characters long; at most {MAX_TAG_CHARS} are allowed")
-    if _CONTROL.search(value):
-        raise InvalidName(f"{what} {value!r} contains a control character")
+    _bounded(value, what, MAX_TAG_CHARS)
     if ".." in value or value.startswith("/") or "\\" in value:
         raise InvalidName(f"{what} {value!r} looks like a path")
     return value
