@@ -59,11 +59,11 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
         # their own temp folder (`spark.python.unix.domain.socket.dir` to choose another).
         remove_dead_temp(Path(tempfile.gettempdir()), _SOCKET_PREFIX)
         conf["spark.python.unix.domain.socket.dir"] = _private_dir(Path(tempfile.gettempdir()), _SOCKET_PREFIX)
-        # Shuffle and block files, PySpark's files, the native libraries the JVM unpacks
-        # (tens of MB): a SIGKILL'd JVM leaves them, so each process has its own folder,
-        # named by pid and start time, and the next start removes those of dead processes.
-        # In the temp folder, not the state folder: scratch must not compete for the disk
-        # that holds the log and the results (a full state disk stopped a restarted job).
+        # Shuffle and block files, PySpark's files, the native libraries the JVM unpacks:
+        # a SIGKILL'd JVM leaves them, so each process has its own folder, named by pid and
+        # start time, and the next start removes those of dead processes. In the temp
+        # folder, not the state folder: scratch is not durable data and must not compete
+        # for the disk that holds the log and the results.
         remove_dead_temp(Path(tempfile.gettempdir()), _SCRATCH_PREFIX)
         scratch = _private_dir(Path(tempfile.gettempdir()), _SCRATCH_PREFIX)
         conf["spark.local.dir"] = scratch
