@@ -2,7 +2,7 @@
 
 Rules live in `<state>/alerts/rules.json` (`--state-dir`, `MS_STATE_DIR`, or
 `MS_ALERTS_FILE`); a running evaluator applies every change at its next cycle. Bad input
-exits 2 with one line saying what is wrong (ValueError, handled by `engine.cli.main`),
+exits 2 with one line saying what is wrong (ValueError, handled by `marketspread.cli.main`),
 including a step, pipeline or worker no run reports (`alerts.scope_names`). `list` shows
 the states of this folder's namespace only (`alerts.namespace`).
 """
@@ -18,10 +18,10 @@ from pathlib import Path
 
 from collector.names import check_name
 
-from .rules import CONDITION_HELP, Rule, format_duration, redact_url
-from .scope_names import check_rules
-from .store import RuleStore, default_rules_path, read_rules_file
-from .webhook_target import WebhookPolicy, check_webhook_target
+from alerts.rules import CONDITION_HELP, Rule, format_duration, redact_url
+from alerts.scope_names import check_rules
+from alerts.store import RuleStore, default_rules_path, read_rules_file
+from alerts.webhook_target import WebhookPolicy, check_webhook_target
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def _list(args, store: RuleStore) -> int:
         print(f"no rules in {store.path} (add one: marketspread alerts add NAME 'p99 > 5ms')")
         return 0
     states, note = _current_states(store)
-    from .evaluator import read_status
+    from alerts.evaluator import read_status
     status = read_status(store.path)
     errors = (status or {}).get("errors", {})
     for r in rules:
@@ -107,8 +107,8 @@ def _current_states(store: RuleStore) -> tuple[dict[str, str], str | None]:
     """Return the rules' states as this folder's evaluator recorded them (its namespace only)."""
     from collector.influx import InfluxClient, InfluxConfig, InfluxError
 
-    from .history import AlertHistory
-    from .namespace import load_namespace
+    from alerts.history import AlertHistory
+    from alerts.namespace import load_namespace
     client = InfluxClient(InfluxConfig.from_env())
     try:
         return {k: e.state for k, e in AlertHistory(client, load_namespace(store.path)).current().items()}, None
@@ -179,7 +179,7 @@ def _mute(args, store: RuleStore) -> int:
 def _serve(args, store: RuleStore) -> int:
     from collector.influx import InfluxClient, InfluxConfig, InfluxWriter
 
-    from .evaluator import start_evaluator
+    from alerts.evaluator import start_evaluator
     if args.interval is not None and not args.interval > 0:
         raise ValueError("--interval must be more than 0 seconds")
     policy = WebhookPolicy.from_env()                     # a bad MS_WEBHOOK_ALLOW: one line, exit 2

@@ -1,6 +1,6 @@
 """The background evaluator: every few seconds, each rule's metric, state and notifications.
 
-It runs with the job's metrics service (`engine.runner.run_job` starts it when metrics are
+It runs with the job's metrics service (`marketspread.runner.run_job` starts it when metrics are
 on) or alone (`marketspread alerts serve`), whether or not a browser is open; the UI never
 evaluates. One evaluator per rules file: a second one (a second job on the same state
 folder, or `serve` beside a job) finds the lock taken and stays idle, so no webhook is sent
@@ -31,14 +31,14 @@ from pathlib import Path
 from collector.background import lower_thread_priority
 from collector.influx import InfluxClient, InfluxConfig, InfluxError
 
-from .evaluate import NOTIFIED, OK, RESOLVED_HOLD_S, STATES, AlertState, Transition, advance
-from .history import AlertEvent, AlertHistory, event_point, notification_point
-from .namespace import AlertNamespace, load_namespace
-from .notify import Notification, WebhookNotifier, build_payload
-from .query import MetricReader
-from .rules import Rule
-from .store import RuleStore, default_rules_path
-from .webhook_target import WebhookPolicy
+from alerts.evaluate import NOTIFIED, OK, RESOLVED_HOLD_S, STATES, AlertState, Transition, advance
+from alerts.history import AlertEvent, AlertHistory, event_point, notification_point
+from alerts.namespace import AlertNamespace, load_namespace
+from alerts.notify import Notification, WebhookNotifier, build_payload
+from alerts.query import MetricReader
+from alerts.rules import Rule
+from alerts.store import RuleStore, default_rules_path
+from alerts.webhook_target import WebhookPolicy
 
 log = logging.getLogger(__name__)
 

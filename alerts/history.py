@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from collector.influx import InfluxClient, InfluxError, Point
 
-from .namespace import AlertNamespace
+from alerts.namespace import AlertNamespace
 
 ALERT_EVENTS = "alert_events"
 ALERT_NOTIFICATIONS = "alert_notifications"

@@ -35,10 +35,10 @@ from functools import partial
 from typing import Any, Callable, Mapping
 from urllib.parse import unquote, urlsplit
 
-from .evaluate import Transition
-from .history import NotificationRecord
-from .rules import Rule, format_duration, redact_url
-from .webhook_target import Resolver, WebhookPolicy, WebhookRefused, resolve_target, system_resolve
+from alerts.evaluate import Transition
+from alerts.history import NotificationRecord
+from alerts.rules import Rule, format_duration, redact_url
+from alerts.webhook_target import Resolver, WebhookPolicy, WebhookRefused, resolve_target, system_resolve
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class Notification:
 
 def build_payload(rule: Rule, tr: Transition) -> dict[str, Any]:
     """Return the JSON body announcing a rule's transition."""
-    from metrics_ui.ranges import format_time
+    from collector.query.ranges import format_time
     cond = rule.condition
     verb = "fires" if tr.state == "FIRING" else "is resolved"
     return {"rule": rule.name, "state": tr.state, "previous": tr.previous, "condition": cond.text,

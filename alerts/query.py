@@ -16,9 +16,9 @@ from __future__ import annotations
 from collector.histogram import LatencyHistogram
 from collector.influx import InfluxClient
 from metrics_ui.data import LATENCY, merge_blobs
-from metrics_ui.ranges import format_time
+from collector.query.ranges import format_time
 
-from .rules import BACKLOG, BACKPRESSURE, LATENCY as KIND_LATENCY, THROUGHPUT, Rule
+from alerts.rules import BACKLOG, BACKPRESSURE, LATENCY as KIND_LATENCY, THROUGHPUT, Rule
 
 NS = 1_000_000_000
 SETTLE_S = 5.0

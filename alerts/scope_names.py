@@ -20,7 +20,7 @@ from collector.influx import InfluxClient, InfluxError
 from collector.samples import PIPELINES, STEPS
 from metrics_ui.data import LATENCY, MetricsStore
 
-from .rules import Rule
+from alerts.rules import Rule
 
 MAX_LISTED = 20                       # names listed in an error; a run may have hundreds of workers
 

@@ -14,8 +14,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from .namespace import load_namespace
-from .rules import Rule
+from collector.settings import default_state_dir
+from alerts.namespace import load_namespace
+from alerts.rules import Rule
 
 FILE_VERSION = 1
 MAX_RULES = 1000                       # rules.json stays small, a cycle's queries bounded
@@ -28,7 +29,6 @@ def default_rules_path(state_dir: Path | None = None) -> Path:
     if os.environ.get("MS_ALERTS_FILE"):
         return Path(os.environ["MS_ALERTS_FILE"])
     if state_dir is None:
-        from engine.config import default_state_dir
         state_dir = default_state_dir()
     return Path(state_dir) / "alerts" / "rules.json"
 

@@ -38,13 +38,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.config import Config  # noqa: E402
-from engine.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE  # noqa: E402
-from engine.fleet import Fleet, Proc, check_alive, log_tail, session_members, signals_ignored, wait_until  # noqa: E402,F401
-from engine.ingress import read_stats  # noqa: E402
-from engine.ingress_log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head  # noqa: E402
-from engine.results import read_batch, read_committed  # noqa: E402
+from engine.wire.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE  # noqa: E402
+from perf.fleet import Fleet, Proc, check_alive, log_tail, session_members, signals_ignored, wait_until  # noqa: E402,F401
+from engine.ingress.server import read_stats  # noqa: E402
+from engine.ingress.log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head  # noqa: E402
+from engine.output.results import read_batch, read_committed  # noqa: E402
 from engine.rule import WIDE_ABS, WIDE_REL  # noqa: E402
-from engine.sysinfo import SessionSampler  # noqa: E402
+from perf.sysinfo import SessionSampler  # noqa: E402
 from engine.tools.generate import generate  # noqa: E402
 
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -185,7 +185,7 @@ class ModeResult:
 
 
 # --------------------------------------------------------------------------- processes
-# (engine/fleet.py: shared with `marketspread bench`)
+# (perf/fleet.py: shared with `marketspread bench`)
 
 # --------------------------------------------------------------------------- set-up
 

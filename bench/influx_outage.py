@@ -4,7 +4,7 @@
 
 e2e.py's whole path (`marketspread ingress`, `marketspread job` with metrics on, two
 looping senders, unthrottled by default) writes to a real InfluxDB
-(`collector.influx_server.InfluxServer`, free loopback port). After the warm-up the job's
+(`collector.influx.server.InfluxServer`, free loopback port). After the warm-up the job's
 committed events/s are sampled every second for `--before` s, then the server is stopped
 for `--outage` s, then started again for `--after` s. Figures: the mean rate of each
 phase, during/before and after/before, and the noise (the spread of the 5-s windows of
@@ -35,9 +35,9 @@ sys.path.insert(0, str(BENCH))
 
 import e2e  # noqa: E402  (also puts the project root on sys.path)
 from collector.influx import InfluxClient  # noqa: E402
-from collector.influx_server import InfluxServer  # noqa: E402
-from engine.ingress_log import read_consumed  # noqa: E402
-from engine.metrics_shipper import committed_intervals  # noqa: E402
+from collector.influx.server import InfluxServer  # noqa: E402
+from engine.ingress.log import read_consumed  # noqa: E402
+from engine.output.metrics_shipper import committed_intervals  # noqa: E402
 
 DB = "outage_bench"
 

@@ -25,7 +25,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent))
 
 from collector.influx import InfluxClient, InfluxWriter, Point  # noqa: E402
-from collector.influx_server import InfluxServer  # noqa: E402
+from collector.influx.server import InfluxServer  # noqa: E402
 
 
 def _write_seconds(server: InfluxServer, db: str, spool: Path, n: int) -> float:

@@ -39,9 +39,9 @@ sys.path.insert(0, str(BENCH))
 
 import e2e  # noqa: E402  (also puts the project root on sys.path)
 from collector.influx import InfluxClient, InfluxError  # noqa: E402
-from collector.influx_server import InfluxServer  # noqa: E402
+from collector.influx.server import InfluxServer  # noqa: E402
 from collector.samples import STEP_CHECK, STEP_E2E, STEP_INGRESS, STEP_SINK, STEP_SOURCE  # noqa: E402
-from engine.sysinfo import cpu_percent, session_usage  # noqa: E402
+from perf.sysinfo import cpu_percent, session_usage  # noqa: E402
 
 ARMS = ("off", "on")                  # run order within a pair
 OFF_ARGS = ("--no-metrics",)          # on the ingress's and the job's command lines
@@ -269,7 +269,7 @@ def run_arm(cfg: e2e.BenchConfig, pair: int, arm: str, files: dict[str, Path], s
     env = {**client.config.as_env(), "MS_METRICS": "true"}
     load0, t0 = list(os.getloadavg()), time.monotonic()
     points_before = point_count(client) if arm == "off" else 0
-    # influxd runs in a session of its own (collector.influx_server), so its pid is the session id
+    # influxd runs in a session of its own (collector.influx.server), so its pid is the session id
     influx0 = session_usage(influx_pid, time.time_ns()) if influx_pid else None
     res = e2e.run_mode(cfg, files, run_dir, extra_args=OFF_ARGS if arm == "off" else (), env=env)
     influx_cpu = (cpu_percent(influx0, session_usage(influx_pid, time.time_ns())) if influx0 is not None

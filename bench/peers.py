@@ -41,10 +41,9 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import e2e  # noqa: E402  (also puts the project root on sys.path)
-from engine.fixish import (NBBO_LEN, NBBO_TYPE, ORDER_LEN, ORDER_TYPE, RESULT_LEN, RESULT_STRUCT,  # noqa: E402
-                           decode_payload, iter_frames, read_results)
+from engine.wire.fixish import NBBO_LEN, NBBO_TYPE, ORDER_LEN, ORDER_TYPE, RESULT_LEN, RESULT_STRUCT, decode_payload, iter_frames, read_results
 from engine.rule import WIDE_ABS, WIDE_REL, reference_results  # noqa: E402
-from engine.sysinfo import session_usage  # noqa: E402
+from perf.sysinfo import session_usage  # noqa: E402
 
 SYSTEMS = ("replay", "python", "bytewax", "pyspark")
 RUN_TIMEOUT = 1800.0
@@ -296,7 +295,7 @@ def child(args: argparse.Namespace) -> int:
 def system_command(system: str, nbbo: Path, orders: Path, out: Path, work: Path, master: str) -> list[str]:
     """The command line that runs `system` on the files."""
     if system == "replay":
-        return [sys.executable, "-m", "engine", "replay", "--nbbo", str(nbbo), "--orders", str(orders),
+        return [sys.executable, "-m", "marketspread", "replay", "--nbbo", str(nbbo), "--orders", str(orders),
                 "--out", str(out), "--state-dir", str(work), "--master", master]
     return [sys.executable, str(Path(__file__).resolve()), "_child", system, "--nbbo", str(nbbo),
             "--orders", str(orders), "--out", str(out), "--work", str(work), "--master", master,

@@ -4,7 +4,7 @@
 
 Each commit's tree is exported (`git archive`) to a temp folder and runs with this
 checkout's `.venv`; runs alternate A, B, A, B, ... on the same generated files, each a
-fresh `python -m engine replay` process with a fresh state folder. Every run's results are
+fresh `python -m marketspread replay` process with a fresh state folder. Every run's results are
 checked against `engine.rule.reference_results`. Prints the median of each phase of the
 replay's own timing breakdown (both commits must print it) and the whole command's wall
 time per commit, with B/A; writes `bench/results/replay-ab-<UTC time>.json`. On a shared
@@ -30,7 +30,7 @@ sys.path.insert(0, str(BENCH))
 
 import e2e  # noqa: E402  (also puts the project root on sys.path)
 import peers  # noqa: E402
-from engine.fixish import read_results  # noqa: E402
+from engine.wire.fixish import read_results  # noqa: E402
 from engine.tools.generate import generate  # noqa: E402
 
 PHASES = ("start-up", "ingest", "to 1st batch", "first batch", "steady", "drain", "finish")
@@ -82,7 +82,7 @@ def run_once(variant: str, commit: str, tree: Path, nbbo: Path, orders: Path, wo
     env["PYTHONPATH"] = str(tree)
     load = os.getloadavg()[0]
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "engine", "replay", "--nbbo", str(nbbo), "--orders", str(orders),
+    proc = subprocess.run([sys.executable, "-m", "marketspread", "replay", "--nbbo", str(nbbo), "--orders", str(orders),
                            "--out", str(out), "--state-dir", str(work)], cwd=tree, env=env,
                           capture_output=True, text=True, timeout=peers.RUN_TIMEOUT)
     wall = time.monotonic() - t0

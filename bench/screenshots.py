@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from engine.config import default_state_dir  # noqa: E402
+from collector.settings import default_state_dir  # noqa: E402
 
 import ui_browser  # noqa: E402
 

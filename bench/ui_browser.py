@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from collector.aggregate import IntervalHistogram  # noqa: E402
 from collector.histogram import LatencyHistogram  # noqa: E402
 from collector.influx import InfluxClient, InfluxConfig  # noqa: E402
-from collector.influx_server import InfluxServer, free_port  # noqa: E402
+from collector.influx.server import InfluxServer, free_port  # noqa: E402
 from collector.points import latency_point  # noqa: E402
 
 import ui_render  # noqa: E402
@@ -169,7 +169,7 @@ def measure_live(driver, base: str, client: InfluxClient, seconds: float) -> dic
 
 def _start_ui(config: InfluxConfig, port: int, log_path: Path) -> subprocess.Popen:
     env = {**os.environ, **config.as_env(), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "engine", "ui", "--port", str(port)], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "marketspread", "ui", "--port", str(port)], cwd=ROOT, env=env,
                             stdout=log_path.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 from collector.aggregate import ROLLUP_INTERVALS_S, IntervalHistogram  # noqa: E402
 from collector.histogram import LatencyHistogram  # noqa: E402
 from collector.influx import InfluxClient, InfluxConfig, Point, ensure_database  # noqa: E402
-from collector.influx_server import InfluxServer  # noqa: E402
+from collector.influx.server import InfluxServer  # noqa: E402
 from collector.points import latency_point  # noqa: E402
 
 NS = 1_000_000_000
@@ -181,8 +181,8 @@ def measure(config: InfluxConfig, repeat: int) -> dict:
     from metrics_ui import components as c
     from metrics_ui import figures
     from metrics_ui.app import UiConfig, create_app
-    from metrics_ui.ranges import RANGES, resolve_range
-    from metrics_ui.resolution import bucket_s
+    from collector.query.ranges import RANGES, resolve_range
+    from collector.query.resolution import bucket_s
 
     app = create_app(UiConfig(influx=config))
     store = app.server.extensions[c.EXTENSION]

@@ -33,8 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from collector.influx_server import free_port  # noqa: E402
-from engine.fleet import Fleet, wait_until  # noqa: E402
+from collector.influx.server import free_port  # noqa: E402
+from perf.fleet import Fleet, wait_until  # noqa: E402
 
 WRONG = "Basic " + base64.b64encode(b"ops:wrong-guess").decode()
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from .histogram import LatencyHistogram, SparseCounts
-from .samples import StepSample
+from collector.histogram import LatencyHistogram, SparseCounts
+from collector.samples import StepSample
 
 #: Rollup interval lengths (s); each divides the next, so finer intervals tile coarser ones.
 ROLLUP_INTERVALS_S = (10, 60, 600, 3600)

@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Protocol, Sequence
 
-from .influx import Point
+from collector.influx import Point
 
 BACKPRESSURE = "backpressure"
 STEP_JOB = "job"

@@ -21,18 +21,7 @@ from typing import Iterator
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from collector.histogram import (
-    BUCKET_COUNT,
-    BUCKET_HIGHEST_NS,
-    COUNTS_LEN,
-    HIGHEST_RECORDABLE_NS,
-    HIGHEST_TRACKABLE_NS,
-    LOWEST_TRACKABLE_NS,
-    SIGNIFICANT_FIGURES,
-    SUB_BUCKET_COUNT,
-    UNIT_MAGNITUDE,
-    LatencyHistogram,
-)
+from collector.histogram import BUCKET_COUNT, BUCKET_HIGHEST_NS, COUNTS_LEN, HIGHEST_RECORDABLE_NS, HIGHEST_TRACKABLE_NS, LOWEST_TRACKABLE_NS, SIGNIFICANT_FIGURES, SUB_BUCKET_COUNT, UNIT_MAGNITUDE, LatencyHistogram
 
 
 def to_hdrh(hist: LatencyHistogram) -> HdrHistogram:

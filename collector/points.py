@@ -1,10 +1,10 @@
 """Turn interval histograms into InfluxDB points (schema: docs/METRICS.md)."""
 from __future__ import annotations
 
-from .aggregate import IntervalHistogram
-from .bins import WALLAROO_UI_BINS_NS, ui_bins
-from .codec import encode
-from .influx import RP_ROLLUP, Point
+from collector.aggregate import IntervalHistogram
+from collector.bins import WALLAROO_UI_BINS_NS, ui_bins
+from collector.codec import encode
+from collector.influx import RP_ROLLUP, Point
 
 LATENCY = "latency"
 PERCENTILE_FIELDS = (("p50", 50.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9), ("p9999", 99.99))

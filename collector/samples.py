@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .histogram import COUNTS_LEN, SparseCounts, bucket_indices, record_batch
+from collector.histogram import COUNTS_LEN, SparseCounts, bucket_indices, record_batch
 
 STEP_INGRESS = "ingress"
 STEP_SOURCE = "source"
@@ -76,7 +76,7 @@ def record_groups(step: str, names: tuple[str, ...], group: np.ndarray, worker: 
 
 def subtract_groups(total: list[StepSample], part: list[StepSample]) -> list[StepSample]:
     """Take `part`'s counts out of `total` (same step; samples matched by pipeline)."""
-    from .histogram import COUNTS_LEN as _N
+    from collector.histogram import COUNTS_LEN as _N
     minus = {s.pipeline: s.counts for s in part}
     out = []
     for s in total:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 from typing import Iterable
 
-from .influx import Point, WriterStats, encode_lines, split_by_rp
+from collector.influx import Point, WriterStats, encode_lines, split_by_rp
 
 
 class MemoryWriter:

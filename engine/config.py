@@ -5,10 +5,7 @@ import os
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-
-def default_state_dir() -> Path:
-    """Project state folder: `$MS_STATE_DIR`, else `.state/` beside the code."""
-    return Path(os.environ.get("MS_STATE_DIR") or Path(__file__).resolve().parent.parent / ".state")
+from collector.settings import default_state_dir
 
 
 @dataclass(frozen=True)
@@ -40,7 +37,7 @@ class Config:
     min_free_bytes: int = 1 << 30         # ingress mutes below this much free space in the state folder ...
     min_free_percent: int = 5             # ... or below this share of it, whichever is smaller
     deadletter_max_bytes: int = 64 << 20  # dead-letter file and its one rotated copy together
-    # Disk retention (engine/retention.py; README "Disk and retention"). Log segments go once
+    # Disk retention (engine/storage/retention.py; README "Disk and retention"). Log segments go once
     # the checkpoint no longer needs them; result batches by age and/or total size (Kafka's
     # retention.ms / retention.bytes); "0" turns a bound off.
     log_retention: bool = True            # False (--keep-log): keep every ingress log segment

@@ -14,7 +14,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .fixish import NBBO_TYPE, ORDER_TYPE, Nbbo, Order
+from engine.wire.fixish import NBBO_TYPE, ORDER_TYPE, Nbbo, Order
 
 WIDE_ABS = 0.05
 WIDE_REL = 0.05

@@ -24,13 +24,13 @@ from flask import Flask, request
 
 from collector.influx import InfluxClient, InfluxConfig
 
-from . import alerts_banner, components, compress, http_guard
-from .auth import AuthConfig, check_bind
-from .auth import install as install_auth
-from .serve import ServeConfig, serve
-from .data import MetricsStore
-from .export import EXTENSION as EXPORT_EXTENSION
-from .export import bp as export_blueprint
+from metrics_ui import alerts_banner, components, compress, http_guard
+from metrics_ui.auth import AuthConfig, check_bind
+from metrics_ui.auth import install as install_auth
+from metrics_ui.serve import ServeConfig, serve
+from metrics_ui.data import MetricsStore
+from metrics_ui.export import EXTENSION as EXPORT_EXTENSION
+from metrics_ui.export import bp as export_blueprint
 
 log = logging.getLogger(__name__)
 

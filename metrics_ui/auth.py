@@ -40,7 +40,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from flask import Flask, Response, redirect, request, session
 from flask.sessions import SecureCookieSessionInterface
 
-from .throttle import LoginThrottle
+from metrics_ui.throttle import LoginThrottle
 
 TOKEN_PARAM = "token"
 SESSION_KEY = "ms_ui_auth"

@@ -6,7 +6,7 @@ distribution is merged from the job's own `latency` histograms over the run's me
 window. Run names from the URL are bound parameters, never spliced into InfluxQL.
 `compare_runs` is pure: a run (or a group of runs of one label) is flagged only where
 its per-second p99s or throughputs differ from the baseline's beyond their own noise
-(metrics_ui/compare_stats.py) and by more than the threshold.
+(collector/query/compare_stats.py) and by more than the threshold.
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from typing import Sequence
 from collector.histogram import LatencyHistogram
 from collector.influx import InfluxClient
 
-from .compare_stats import Comparison, compare
-from .data import START_TO_END, MetricsStore, TimeSeries, _step_rank
-from .ranges import TimeRange
+from collector.query.compare_stats import Comparison, compare
+from metrics_ui.data import START_TO_END, MetricsStore, TimeSeries, _step_rank
+from collector.query.ranges import TimeRange
 
 BENCH_RUN = "bench_run"
 BENCH_STEP = "bench_step"

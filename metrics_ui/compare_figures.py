@@ -9,9 +9,9 @@ from typing import Callable, Sequence
 
 import plotly.graph_objects as go
 
-from .bench_data import BenchRun
-from .data import TimeSeries
-from .figures import _LAYOUT, curve_levels, empty_figure
+from metrics_ui.bench_data import BenchRun
+from metrics_ui.data import TimeSeries
+from metrics_ui.figures import _LAYOUT, curve_levels, empty_figure
 
 _MS = 1e6
 NO_RUNS = "pick two or more runs to compare"

@@ -1,7 +1,7 @@
 """What the dashboard reads from InfluxDB, as typed records (schema: docs/METRICS.md).
 
 A range is read from the collector's rollups (10 s .. 1 h, `rollup.latency`) where they
-lie wholly inside it and exist, and from the 1-s points elsewhere (metrics_ui/resolution.py),
+lie wholly inside it and exist, and from the 1-s points elsewhere (collector/query/resolution.py),
 so a day costs ~50 intervals per series instead of 86,400 and stays exact: counts are
 summed per chart bucket, percentiles over a range come from merging the `hdr` histograms
 read, Wallaroo's bins from the merged histogram. Decoded histograms are cached by their
@@ -26,8 +26,8 @@ from collector.histogram import LatencyHistogram, SparseCounts
 from collector.influx import RP_ROLLUP, InfluxClient, InfluxError
 from collector.points import INTERVAL_TAG, interval_label
 
-from .ranges import NS, TimeRange, anchor_ns, format_time, is_live
-from .resolution import BASE_S, ROLLUPS_S, bucket_of, missing, plan, rollups_up_to
+from collector.query.ranges import NS, TimeRange, anchor_ns, format_time, is_live
+from collector.query.resolution import BASE_S, ROLLUPS_S, bucket_of, missing, plan, rollups_up_to
 
 LATENCY = "latency"
 START_TO_END = "start-to-end"
@@ -211,7 +211,7 @@ class MetricsStore:
         """Return {series: [(interval start ns, field values)]} covering the range exactly.
 
         Rollups no coarser than `top_s` where they exist, 1-s points elsewhere
-        (metrics_ui/resolution.py). One request reads every length at once; only rollups
+        (collector/query/resolution.py). One request reads every length at once; only rollups
         found missing (a restart, old data) cost another round, for finer lengths.
         """
         where, params = self._where(run, None, **tags)

@@ -24,8 +24,8 @@ from flask import Blueprint, Response, current_app, request
 from collector.codec import to_hgrm
 from collector.influx import InfluxError
 
-from .data import MetricsStore
-from .ranges import ParsedTime, TimeRange, check_name, check_worker, format_time, read_time
+from metrics_ui.data import MetricsStore
+from collector.query.ranges import ParsedTime, TimeRange, check_name, check_worker, format_time, read_time
 
 bp = Blueprint("metrics_ui_export", __name__)
 EXTENSION = "metrics_ui"                 # key of the MetricsStore in app.extensions

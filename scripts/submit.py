@@ -17,6 +17,6 @@ if "MS_MASTER" not in os.environ and "--master" not in sys.argv:
     if master:
         os.environ["MS_MASTER"] = master
 
-from engine.cli import main  # noqa: E402
+from marketspread.cli import main  # noqa: E402
 
 raise SystemExit(main())

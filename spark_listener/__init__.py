@@ -1,4 +1,4 @@
 """The Spark StreamingQueryListener that ships query progress as metrics."""
-from .listener import BatchProgress, QueryEnd, QueryStart, SparkMetricsListener
+from spark_listener.listener import BatchProgress, QueryEnd, QueryStart, SparkMetricsListener
 
 __all__ = ["BatchProgress", "QueryEnd", "QueryStart", "SparkMetricsListener"]

@@ -43,7 +43,7 @@ from typing import Any, Mapping, Union
 from collector.backpressure import STEP_JOB, WINDOW_S, backpressure_point, job_figures
 from collector.influx import Point
 
-from .events import JsonEventsListener
+from spark_listener.events import JsonEventsListener
 
 log = logging.getLogger(__name__)
 

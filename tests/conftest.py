@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from collector.influx import InfluxClient, InfluxConfig, ensure_database
-from collector.influx_server import InfluxServer, find_influxd
+from collector.influx.server import InfluxServer, find_influxd
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "data" / "wallaroo-market-spread"
 if not FIXTURES.is_dir():
@@ -27,7 +27,7 @@ def fixtures() -> Path:
 def spark():
     """One real local Spark session (local[2]) for the whole test run."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    from engine.spark_session import build_session
+    from engine.spark.session import build_session
     session = build_session("local[2]", app_name="market-spread-tests", shards=2)
     yield session
     session.stop()

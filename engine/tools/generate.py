@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fixish import NBBO_LEN, NBBO_TYPE, ORDER_LEN, ORDER_TYPE, OrderResult, encode_result, pad_symbol
+from engine.wire.fixish import NBBO_LEN, NBBO_TYPE, ORDER_LEN, ORDER_TYPE, OrderResult, encode_result, pad_symbol
 
 NBBO_FRAME = np.dtype([("len", ">u4"), ("type", "u1"), ("symbol", "S4"), ("time", "S21"),
                        ("bid", ">f8"), ("offer", ">f8")])

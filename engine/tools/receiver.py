@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fixish import HEADER, RESULT_LEN
+from engine.wire.fixish import HEADER, RESULT_LEN
 
 FRAME_LEN = 4 + RESULT_LEN
 MAX_FRAME = 1 << 16        # a longer claimed length means the stream is garbage: drop the connection

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fixish import HEADER
+from engine.wire.fixish import HEADER
 
 CHUNK_BYTES = 1 << 20     # largest slice per send call
 TICK = 0.005              # pacing tick of --rate

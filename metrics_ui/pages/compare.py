@@ -3,7 +3,7 @@
 `/compare?runs=a,b[,c...]&threshold=5&group=1`: the first run is the baseline. A later run
 (or, with `group=1`, the runs of one label together) is flagged only where its per-second
 start-to-end p99s or throughputs differ from the baseline's significantly (a block-bootstrap
-interval of the ratio of medians and a Mann-Whitney test, metrics_ui/compare_stats.py) and
+interval of the ratio of medians and a Mann-Whitney test, collector/query/compare_stats.py) and
 by more than the threshold (percent, 5 by default); otherwise the page says "no significant
 difference". Every figure covers each run's measurement window, as on the runs page.
 """
@@ -20,9 +20,8 @@ from collector.influx import InfluxError
 
 from metrics_ui import components as c
 from metrics_ui import compare_figures as cf
-from metrics_ui.bench_data import (DEFAULT_THRESHOLD, BenchRun, BenchStore, compare_runs, group_by_label,
-                                   parse_runs, parse_threshold)
-from metrics_ui.compare_stats import IMPROVEMENT, NOT_ENOUGH, REGRESSION, Comparison
+from metrics_ui.bench_data import DEFAULT_THRESHOLD, BenchRun, BenchStore, compare_runs, group_by_label, parse_runs, parse_threshold
+from collector.query.compare_stats import IMPROVEMENT, NOT_ENOUGH, REGRESSION, Comparison
 
 dash.register_page(__name__, path="/compare", title="Compare runs · Market Spread metrics", name="Compare")
 

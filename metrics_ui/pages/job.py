@@ -20,8 +20,8 @@ from collector.influx import InfluxError
 from metrics_ui import components as c
 from metrics_ui import figures
 from metrics_ui.data import BackpressureView, Marker
-from metrics_ui.ranges import NS, RANGE_CUSTOM, TimeRange, check_name
-from metrics_ui.resolution import bucket_s
+from collector.query.ranges import NS, RANGE_CUSTOM, TimeRange, check_name
+from collector.query.resolution import bucket_s
 
 dash.register_page(__name__, path_template="/run/<run_id>", title="Run · Market Spread metrics", name="Run")
 

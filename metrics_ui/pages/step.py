@@ -18,8 +18,8 @@ from collector.influx import InfluxError
 from metrics_ui import components as c
 from metrics_ui import figures
 from metrics_ui.export import export_url
-from metrics_ui.ranges import RANGE_CUSTOM, check_name, check_worker
-from metrics_ui.resolution import bucket_s
+from collector.query.ranges import RANGE_CUSTOM, check_name, check_worker
+from collector.query.resolution import bucket_s
 
 dash.register_page(__name__, path_template="/step/<run_id>/<step>", title="Step · Market Spread metrics",
                    name="Step")

@@ -15,7 +15,7 @@ from alerts.rules import Rule
 from alerts.store import RuleStore
 from collector.influx import InfluxWriter
 from engine.config import Config
-from engine.replay import replay
+from marketspread.replay import replay
 from engine.tools.generate import generate
 
 from .webhook_server import WebhookReceiver

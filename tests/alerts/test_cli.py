@@ -6,11 +6,11 @@ import os
 import resource
 import subprocess
 import sys
-from pathlib import Path
 
-from engine.cli import main
+from marketspread.cli import main
+from collector.settings import PROJECT_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = PROJECT_ROOT
 
 
 # "Billion laughs": 9 levels of 9 aliases, 9^9 strings once expanded, in a few hundred bytes.
@@ -21,7 +21,7 @@ BOMB = ('a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n
 
 
 def _cli(env: dict, *args: str, preexec_fn=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine", "alerts", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "marketspread", "alerts", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60, preexec_fn=preexec_fn)
 
 
@@ -99,7 +99,7 @@ def test_alerts_load_refuses_bombs_and_oversized_files_in_one_line(tmp_path):
 def test_a_quick_command_imports_only_what_it_needs(tmp_path):
     """`alerts ...` must not load the dashboard (Dash, Flask, plotly): a one-shot command answers at once
     (the YAML bomb is refused by the CLI in ~0.15 s, was ~1.2-2 s of start-up)."""
-    code = ("import sys; from engine.cli import main; rc = main(['alerts', 'list']); "
+    code = ("import sys; from marketspread.cli import main; rc = main(['alerts', 'list']); "
             "print(sorted(m for m in ('dash', 'flask', 'plotly', 'pyspark', 'pandas') if m in sys.modules))")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MS_STATE_DIR": str(tmp_path), "MS_INFLUX_URL": "http://127.0.0.1:9"}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)

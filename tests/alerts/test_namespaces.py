@@ -23,16 +23,17 @@ from alerts.evaluator import start_evaluator
 from alerts.store import RuleStore
 from collector.influx import InfluxClient, InfluxConfig, Point
 from collector.testing import MemoryWriter
-from engine.cli import main
+from marketspread.cli import main
 from engine.config import Config
-from engine.fleet import Fleet, wait_until
-from engine.replay import replay
+from perf.fleet import Fleet, wait_until
+from marketspread.replay import replay
 from engine.tools.generate import generate
 
 from ..conftest import fresh_database
 from .webhook_server import WebhookReceiver
+from collector.settings import PROJECT_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = PROJECT_ROOT
 RUN = "ns-run"
 
 
@@ -63,7 +64,7 @@ def _env(client, state: Path, **extra: str) -> dict:
 
 
 def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine", "alerts", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "marketspread", "alerts", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
 
 

@@ -21,19 +21,19 @@ from alerts.namespace import load_namespace
 from alerts.notify import Notification, WebhookNotifier, post_json
 from alerts.rules import Rule
 from alerts.store import RuleStore
-from alerts.webhook_target import (WebhookPolicy, WebhookRefused, address_class, check_webhook_target,
-                                   resolve_target)
+from alerts.webhook_target import WebhookPolicy, WebhookRefused, address_class, check_webhook_target, resolve_target
 from collector.influx import Point
 
 from .webhook_server import WebhookReceiver, tls_for
+from collector.settings import PROJECT_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = PROJECT_ROOT
 LOOPBACK = WebhookPolicy.parse("127.0.0.1")
 PUBLIC = "93.184.216.34"
 
 
 def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine", "alerts", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "marketspread", "alerts", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
 
 

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from collector.backpressure import (BatchSpan, IngressSample, StepBusy, backlog_growth, backpressure_point,
-                                    busy_share, ingress_figures, job_figures, muted_share, status, step_figures)
+from collector.backpressure import BatchSpan, IngressSample, StepBusy, backlog_growth, backpressure_point, busy_share, ingress_figures, job_figures, muted_share, status, step_figures
 from collector.testing import MemoryWriter
 
 S = 1_000_000_000

@@ -4,15 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from collector.bins import (
-    POWER_OF_TWO_BINS,
-    WALLAROO_POW2_UI_BINS_NS,
-    WALLAROO_UI_BINS_NS,
-    WALLAROO_UI_LABELS,
-    UiBin,
-    power_of_two_bins,
-    ui_bins,
-)
+from collector.bins import POWER_OF_TWO_BINS, WALLAROO_POW2_UI_BINS_NS, WALLAROO_UI_BINS_NS, WALLAROO_UI_LABELS, UiBin, power_of_two_bins, ui_bins
 from collector.histogram import BUCKET_HIGHEST_NS, HIGHEST_RECORDABLE_NS, LatencyHistogram, bucket_indices
 
 

@@ -5,22 +5,7 @@ import numpy as np
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from collector.histogram import (
-    BUCKET_COUNT,
-    BUCKET_HIGHEST_NS,
-    BUCKET_LOWEST_NS,
-    COUNTS_LEN,
-    HIGHEST_RECORDABLE_NS,
-    HIGHEST_TRACKABLE_NS,
-    SUB_BUCKET_COUNT,
-    SUB_BUCKET_HALF_COUNT_MAGNITUDE,
-    UNIT_MAGNITUDE,
-    Bucket,
-    LatencyHistogram,
-    SparseCounts,
-    bucket_indices,
-    record_batch,
-)
+from collector.histogram import BUCKET_COUNT, BUCKET_HIGHEST_NS, BUCKET_LOWEST_NS, COUNTS_LEN, HIGHEST_RECORDABLE_NS, HIGHEST_TRACKABLE_NS, SUB_BUCKET_COUNT, SUB_BUCKET_HALF_COUNT_MAGNITUDE, UNIT_MAGNITUDE, Bucket, LatencyHistogram, SparseCounts, bucket_indices, record_batch
 
 PERCENTILES = [0.0, 50.0, 90.0, 99.0, 99.9, 99.99, 99.999, 100.0]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.fixish import Nbbo, Order, iter_frames, decode_payload
-from engine.records import symbol_int
+from engine.wire.fixish import Nbbo, Order, iter_frames, decode_payload
+from engine.wire.records import symbol_int
 from engine.rule import ShardState, apply_rule, is_wide, reference_results
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import socket
 import time
 import urllib.request
-from pathlib import Path
 from urllib.parse import urlsplit
 
 from selenium.common.exceptions import StaleElementReferenceException
@@ -24,16 +23,17 @@ from alerts.webhook_target import WebhookPolicy
 from collector.influx import InfluxWriter
 from collector.testing import MemoryWriter
 from engine.config import Config
-from engine.fleet import Fleet, wait_until
-from engine.replay import replay
+from perf.fleet import Fleet, wait_until
+from marketspread.replay import replay
 from engine.tools.generate import generate
 from metrics_ui.app import UiConfig, create_app
 
 from .conftest import NS, make_points
 from .test_pages import _fits_window
+from collector.settings import PROJECT_ROOT
 
 TIMEOUT = 10
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = PROJECT_ROOT
 
 
 def _free_port() -> int:

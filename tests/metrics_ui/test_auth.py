@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from engine.cli import main as cli_main
+from marketspread.cli import main as cli_main
 from metrics_ui.app import UiConfig, create_app
 from metrics_ui.auth import AuthConfig, check_bind
 

@@ -6,7 +6,7 @@ import time
 from collector.backpressure import BackpressureFigures, backpressure_point
 from collector.influx import Point
 from metrics_ui.data import SPARK_PROGRESS, MetricsStore
-from metrics_ui.ranges import TimeRange
+from collector.query.ranges import TimeRange
 
 from .conftest import NS
 from .test_pages import TIMEOUT, _free_port, _legend_clear, _wait_traces

@@ -10,7 +10,7 @@ from collector.influx import Point
 from metrics_ui import components as c
 from metrics_ui import figures
 from metrics_ui.data import MetricsStore, _growth
-from metrics_ui.ranges import TimeRange
+from collector.query.ranges import TimeRange
 
 from .conftest import NS
 

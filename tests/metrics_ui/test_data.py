@@ -11,7 +11,7 @@ from collector.influx import RP_ROLLUP
 from collector.points import latency_point
 from collector.samples import StepSample
 from metrics_ui.data import MetricsStore
-from metrics_ui.ranges import NS, TimeRange
+from collector.query.ranges import NS, TimeRange
 
 RUN, STEP = "roll-1", "start-to-end"
 

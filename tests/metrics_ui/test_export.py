@@ -8,7 +8,7 @@ import pytest
 
 from collector.codec import decode
 from metrics_ui.export import CSV_HEADER, neutralise_cell
-from metrics_ui.ranges import format_time
+from collector.query.ranges import format_time
 
 from .conftest import NS
 

@@ -6,7 +6,7 @@ import gzip
 import pytest
 
 from collector.influx import InfluxConfig
-from collector.influx_server import free_port
+from collector.influx.server import free_port
 from metrics_ui.app import UiConfig, create_app
 from metrics_ui.compress import accepts_gzip
 

@@ -14,8 +14,8 @@ import requests
 
 from collector.influx import InfluxClient
 from engine.config import Config
-from engine.fixish import frame
-from engine.replay import replay
+from engine.wire.fixish import frame
+from marketspread.replay import replay
 from engine.tools.generate import generate
 from metrics_ui.app import UiConfig, create_app
 from metrics_ui.data import MetricsStore

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from collector.influx_server import free_port
-from engine.fleet import wait_until
+from collector.influx.server import free_port
+from perf.fleet import wait_until
 from tests.reliability.harness import fleet_for
 
 TOKEN = "tok-0123456789abcdef-for-tests"

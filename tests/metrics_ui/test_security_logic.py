@@ -84,7 +84,7 @@ def test_settings_from_the_environment_are_checked():
 
 
 def test_the_ui_command_says_what_is_wrong_in_one_line(monkeypatch, capsys):
-    from engine.cli import main as cli_main
+    from marketspread.cli import main as cli_main
     for var in ("MS_UI_TOKEN", "MS_UI_USER", "MS_UI_PASSWORD", "MS_UI_THREADS", "MS_UI_PROXY_HOPS"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("MS_INFLUX_URL", "http://127.0.0.1:9")

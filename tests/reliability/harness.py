@@ -18,14 +18,16 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
+from collector.settings import PROJECT_ROOT
+
+ROOT = PROJECT_ROOT
 sys.path.insert(0, str(ROOT / "bench"))
 
 import e2e  # noqa: E402  (bench/e2e.py: Fleet, session handling, waits)
-from engine.fixish import TYPE_LEN, decode_payload  # noqa: E402
-from engine.ingress import read_stats  # noqa: E402
-from engine.ingress_log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head  # noqa: E402
-from engine.results import read_committed, result_tuples  # noqa: E402
+from engine.wire.fixish import TYPE_LEN, decode_payload  # noqa: E402
+from engine.ingress.server import read_stats  # noqa: E402
+from engine.ingress.log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head  # noqa: E402
+from engine.output.results import read_committed, result_tuples  # noqa: E402
 from engine.rule import reference_results  # noqa: E402
 
 Fleet, Proc, wait_until, session_members, log_tail = (e2e.Fleet, e2e.Proc, e2e.wait_until,

@@ -23,8 +23,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from engine.fixish import read_results
-from engine.results import read_committed, result_tuples
+from engine.wire.fixish import read_results
+from engine.output.results import read_committed, result_tuples
 from engine.tools.generate import generate
 
 from .harness import (ROOT, Proc, check_exact, drain, fleet_for, free_port, is_loopback, listening_sockets,
@@ -120,7 +120,7 @@ def test_job_on_a_standalone_cluster_equals_local(cluster, tmp_path):
         assert len(executors) >= WORKERS, "the job did not run executors on both workers"
 
         local_out = tmp_path / "local.msg"
-        r = subprocess.run([sys.executable, "-m", "engine", "replay", "--state-dir", tmp_path / "local",
+        r = subprocess.run([sys.executable, "-m", "marketspread", "replay", "--state-dir", tmp_path / "local",
                             "--master", "local[*]", "--no-metrics", "--nbbo", nbbo, "--orders", orders,
                             "--out", local_out], cwd=ROOT, env=fleet.env, capture_output=True, text=True,
                            timeout=300)

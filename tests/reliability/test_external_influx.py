@@ -14,17 +14,17 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 from collector.influx import InfluxClient, InfluxConfig, InfluxWriter, Point
-from collector.influx_server import InfluxServer
+from collector.influx.server import InfluxServer
 from engine.config import Config
-from engine.replay import replay
+from marketspread.replay import replay
 from engine.tools.generate import generate
+from collector.settings import PROJECT_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = PROJECT_ROOT
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def _policies(admin: InfluxClient, db: str) -> dict[str, dict]:
 def _marketspread(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     """Run `marketspread ARGS` as a user would."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MS_INFLUX_")} | env
-    return subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "marketspread", *args], cwd=ROOT, capture_output=True, text=True,
                           env={**env, "PYTHONPATH": str(ROOT)}, timeout=60)
 
 

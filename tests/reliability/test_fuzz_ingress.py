@@ -21,10 +21,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from engine.fixish import (NBBO_LEN, NBBO_TYPE, ORDER_LEN, ORDER_TYPE, Nbbo, Order, encode_nbbo,
-                           encode_order)
-from engine.ingress import read_stats
-from engine.ingress_log import LogReader, read_head
+from engine.wire.fixish import NBBO_LEN, NBBO_TYPE, ORDER_LEN, ORDER_TYPE, Nbbo, Order, encode_nbbo, encode_order
+from engine.ingress.server import read_stats
+from engine.ingress.log import LogReader, read_head
 
 from .harness import (check_exact, drain, fleet_for, log_tail, open_fds, rss_bytes, start_ingress,
                       start_job, stop_gracefully, wait_until)

@@ -1,7 +1,7 @@
 """The ingress is SIGKILLed mid-run: all it acknowledged survives, senders reconnect, the job goes on.
 
 The ingress acknowledges a connection's bytes by closing it after the group commit that
-made them durable (engine/ingress.py), and publishes durable records as `head`. So after
+made them durable (engine/ingress/server.py), and publishes durable records as `head`. So after
 a kill and a restart the log must still hold, byte for byte, every record below the head
 it had published, and every message of a connection it had closed.
 """
@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from engine.fixish import Order, encode_order
-from engine.ingress import read_stats
-from engine.ingress_log import LogReader, read_head
+from engine.wire.fixish import Order, encode_order
+from engine.ingress.server import read_stats
+from engine.ingress.log import LogReader, read_head
 from engine.tools.generate import generate
 
 from .harness import (check_exact, drain, fleet_for, free_port, kill_session, log_tail, logged_messages,

@@ -13,8 +13,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from engine.ingress_log import read_consumed, read_head
-from engine.metrics_shipper import committed_intervals
+from engine.ingress.log import read_consumed, read_head
+from engine.output.metrics_shipper import committed_intervals
 from engine.tools.generate import generate
 
 from .harness import (check_exact, drain, fleet_for, kill_session, log_tail, start_ingress, start_job,

@@ -5,8 +5,8 @@ import os
 import stat
 from pathlib import Path
 
-from collector.influx_server import InfluxServer
-from engine.cli import build_parser, config_from
+from collector.influx.server import InfluxServer
+from marketspread.cli import build_parser, config_from
 from engine.config import Config
 
 from .harness import (fleet_for, is_loopback, listening_sockets, session_members, start_ingress, start_job,
@@ -85,7 +85,7 @@ def test_dashboard_listens_on_loopback_only_by_default(tmp_path, monkeypatch):
     """`marketspread ui` with no --host serves on 127.0.0.1, and nothing wider."""
     import socket
 
-    from engine.fleet import wait_until
+    from perf.fleet import wait_until
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

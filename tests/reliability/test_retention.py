@@ -18,10 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.diskspace import allocated_bytes
-from engine.ingress_log import (DEFAULT_SEGMENT_RECORDS, RECORD_BYTES, LogReader, read_consumed, read_head,
-                                segment_firsts, write_hold)
-from engine.results import RESULT_FRAME, read_retained, retained_from
+from engine.storage.diskspace import allocated_bytes
+from engine.ingress.log import DEFAULT_SEGMENT_RECORDS, RECORD_BYTES, LogReader, read_consumed, read_head, segment_firsts, write_hold
+from engine.output.results import RESULT_FRAME, read_retained, retained_from
 
 from .harness import (drain, e2e, fleet_for, free_port, kill_session, log_tail, sleep_watching,
                       start_ingress, start_sender, stop_gracefully, wait_until)

@@ -202,9 +202,9 @@ def test_stop_drains_the_queue():
 
 def test_real_query_writes_progress_and_run_to_influxdb(spark, influx_client, tmp_path):
     from engine.config import Config
-    from engine.ingress_log import read_head
-    from engine.job import QUERY_NAME
-    from engine.replay import replay
+    from engine.ingress.log import read_head
+    from engine.spark.job import QUERY_NAME
+    from marketspread.replay import replay
     from engine.tools.generate import generate
 
     nbbo, orders, out = tmp_path / "nbbo.msg", tmp_path / "orders.msg", tmp_path / "out.msg"

@@ -1,0 +1,66 @@
+"""The one settings layer: `MS_*` environment variables into typed config records.
+
+Every part's settings are a frozen dataclass (engine `Config`, `InfluxConfig`, the UI's
+`AuthConfig`, ...). Entry points build them once, from defaults, then the environment
+through `env_values`, then command-line flags, and pass the records down; nothing below
+an entry point reads the environment, and nothing writes it to pass settings on (child
+processes get an `env=` mapping built from the records).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def default_state_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """Return the state folder: `$MS_STATE_DIR`, else `.state/` of this checkout.
+
+    The ingress log, results, checkpoints, the project InfluxDB and the alert rules all
+    live under it, so one variable moves a whole instance.
+    """
+    return Path(environ.get("MS_STATE_DIR") or PROJECT_ROOT / ".state")
+
+
+def parse_value(typ: Any, raw: str, var: str) -> Any:
+    """Return `raw` as `typ` (int, float, bool, Path or str); ValueError names the variable."""
+    t = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
+    t = t.replace(" | None", "").replace("Optional[", "").rstrip("]")
+    try:
+        if t == "int":
+            return int(raw)
+        if t == "float":
+            return float(raw)
+        if t == "bool":
+            if raw.lower() in _TRUE:
+                return True
+            if raw.lower() in _FALSE:
+                return False
+            raise ValueError(raw)
+        if t == "Path":
+            return Path(raw)
+        return raw
+    except ValueError:
+        raise ValueError(f"{var}={raw!r} is not a valid {t}") from None
+
+
+def env_values(cls: type, environ: Mapping[str, str], prefix: str = "MS_",
+               names: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Return the typed values the environment sets for the fields of dataclass `cls`.
+
+    Field `foo` is read from `<prefix>FOO` unless `names` maps it to another suffix; an
+    empty variable counts as unset, as in a shell's `MS_X= command`.
+    """
+    names = names or {}
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        var = prefix + names.get(f.name, f.name.upper())
+        raw = environ.get(var)
+        if raw:
+            values[f.name] = parse_value(f.type, raw, var)
+    return values

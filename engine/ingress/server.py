@@ -1,0 +1,735 @@
+"""The long-running ingress: Wallaroo's two TCP sources, writing one durable log.
+
+One thread runs a `selectors` loop over two listening ports (NBBO, orders) and any
+number of sender connections. Bytes are received straight into one large buffer, split
+by the connection's vectorised `FrameScanner`, and appended to the single `LogWriter`,
+so the log order is the arrival order across both ports. Each loop iteration ends with
+one group commit (one fsync however many messages it took in).
+
+Bad input never stops a connection: it is counted and written to a dead-letter file.
+Like Wallaroo muting its sources, the loop stops reading every socket while the job is
+more than `max_backlog` records behind, and TCP flow control pushes back on senders.
+
+A connection is closed only after the iteration that read its end-of-stream committed,
+so a sender that sees the server close its side knows all it sent is durable. When a
+write or fsync of the log fails (disk full, I/O error), the records of that commit are
+truncated away, every connection that had bytes in them is reset (RST, never a clean
+close), and the loop mutes all sockets, logs "disk full: N bytes free in ...", and
+resumes by itself once space is back; a periodic `statvfs` mutes it before the disk is
+full. Each port takes at most `max_connections` (more are reset at once), a connection
+silent for `idle_timeout` while not muted is dropped, and no error of the loop's own
+housekeeping (a full disk, no file descriptors) ends it.
+
+Example::
+
+    server = IngressServer(cfg)
+    server.start()                  # listening on server.ports["nbbo"], ["orders"]
+    ...
+    server.stop()
+    print(server.stats().accepted_total)
+"""
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import re
+import resource
+import selectors
+import signal
+import socket
+import struct
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.config import Config
+from engine.ingress.deadletter import DeadLetter, DeadLetterFile
+from engine.storage.diskspace import SpaceMark, describe_free, disk_space
+from engine.wire.fixish import STREAM_NBBO, STREAM_ORDERS, BadFrame, FrameScanner, ScanResult
+from engine.ingress.log import LogWriter, read_consumed
+
+log = logging.getLogger(__name__)
+
+STREAMS = (STREAM_NBBO, STREAM_ORDERS)
+RECV_BUFFER = 4 << 20            # one shared receive buffer; a whole read is scanned at once
+MAX_PENDING = 1 << 20            # bound on one connection's undecided bytes
+MIN_READ = 4096                  # smallest read while close to the backlog bound
+BACKPRESSURE_INTERVAL = 0.010    # how often `consumed` is re-read
+STATS_INTERVAL = 0.100           # least time between two writes of stats.json
+DISK_CHECK_INTERVAL = 0.250      # how often free space is read (one statvfs)
+IDLE_CHECK_INTERVAL = 1.0        # how often silent connections are looked for
+ACCEPT_PAUSE = 0.100             # accepting rests this long when the process is out of descriptors
+FD_RESERVE = 64                  # descriptors kept for the log, files and listeners
+LOG_EVERY = 5.0                  # least seconds between two lines of one repeated warning
+STATS_FILE = "stats.json"
+_RST = struct.pack("ii", 1, 0)   # SO_LINGER on, 0 s: close() resets the connection
+
+
+@dataclass(frozen=True)
+class IngressStats:
+    """A snapshot of the ingress counters (also written as `stats.json` in the log folder)."""
+    accepted: dict[str, int]
+    accepted_total: int
+    bad: dict[str, int]                 # bad runs per stream
+    bad_total: int
+    bad_reasons: dict[str, int]         # bad runs per reason category
+    bytes_in: dict[str, int]
+    connections_open: dict[str, int]
+    connections_total: dict[str, int]
+    head: int
+    consumed: int
+    backlog: int
+    muted: bool
+    mute_episodes: int
+    muted_seconds: float
+    ports: dict[str, int]
+    disk_full: bool = False             # muted because a write failed or space is below the mark
+    write_failures: int = 0             # failed commits (their records were truncated away)
+    records_rolled_back: int = 0
+    connections_reset: dict[str, int] = field(default_factory=dict)    # unstored bytes: RST
+    connections_refused: dict[str, int] = field(default_factory=dict)  # over max_connections
+    connections_idle: dict[str, int] = field(default_factory=dict)     # dropped after idle_timeout
+    deadletter_dropped: int = 0         # bad runs counted but not kept (cap or full disk)
+    deadletter_rotations: int = 0
+
+
+def reason_category(reason: str) -> str:
+    """Map a scanner reason to a bounded category, so counters cannot grow per length value."""
+    for prefix, category in (("truncated", "truncated frame"), ("garbage", "garbage bytes"),
+                             ("oversized", "oversized frame"), ("unknown message type", "unknown type"),
+                             ("wrong length", "wrong length"), ("pending overflow", "pending overflow")):
+        if reason.startswith(prefix):
+            return category
+    if reason.endswith("on the wrong stream"):
+        return "wrong stream"
+    if reason.startswith("scanner error"):
+        return "scanner error"
+    return re.sub(r"\d+", "N", reason)
+
+
+def read_stats(log_dir: str | os.PathLike) -> dict | None:
+    """Return the last stats the ingress wrote in `log_dir`, or None if there are none."""
+    try:
+        return json.loads((Path(log_dir) / STATS_FILE).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+@dataclass(eq=False)
+class _Conn:
+    """One sender connection and the bytes it sent that are not decided yet."""
+    sock: socket.socket
+    stream: str
+    peer: str
+    scanner: FrameScanner
+    pending: bytes = b""
+    registered: bool = False
+    closed: bool = False
+    accepted: int = 0
+    uncommitted: int = 0             # records appended since the last commit
+    bytes_in: int = 0
+    bad: int = 0
+    last_active: float = 0.0         # monotonic time it last sent bytes or was unmuted
+
+
+@dataclass(frozen=True)
+class _Listener:
+    stream: str
+
+
+@dataclass
+class _Counters:
+    accepted: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
+    bad: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
+    bad_reasons: dict[str, int] = field(default_factory=dict)
+    bytes_in: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
+    connections_open: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
+    connections_total: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
+    connections_reset: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
+    connections_refused: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
+    connections_idle: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
+    mute_episodes: int = 0
+    muted_seconds: float = 0.0
+    write_failures: int = 0
+    records_rolled_back: int = 0
+
+
+class IngressServer:
+    """Accept fixish messages on the NBBO and orders ports into the ingress log.
+
+    `start()` serves from a daemon thread, `serve_forever()` from the calling one;
+    `stop()` from any thread ends the loop and waits for a clean shutdown.
+    """
+
+    def __init__(self, cfg: Config, on_commit=None):
+        """`on_commit(commit_ns, [(stream, ingest_ns, n), ...])` is called after each group
+        commit with what it made durable (the `ingress` latency step); it must not block."""
+        self.cfg = cfg
+        self.on_commit = on_commit
+        self._appended: list[tuple[str, int, int]] = []
+        self.ports: dict[str, int] = {}
+        self.error: BaseException | None = None
+        self._sel: selectors.BaseSelector | None = None
+        self._listeners: list[socket.socket] = []
+        self._conns: set[_Conn] = set()
+        self._writer: LogWriter | None = None
+        self._dead: DeadLetterFile | None = None
+        self._touched: list[_Conn] = []          # connections with records since the last commit
+        self._why_muted: set[str] = set()        # "backlog", "disk"
+        self._disk_failed = False                # a write failed: resume needs more room
+        self._space = SpaceMark(cfg.min_free_bytes, cfg.min_free_percent)
+        self._max_conns = cfg.max_connections
+        self._paused: list[tuple[socket.socket, str]] = []
+        self._accept_resume = 0.0
+        self._last_log: dict[str, float] = {}
+        self._buf = bytearray(RECV_BUFFER)
+        self._mv = memoryview(self._buf)
+        self._lock = threading.Lock()
+        self._c = _Counters()
+        self._consumed = 0
+        self._muted = False
+        self._muted_since = 0.0
+        self._stopping = threading.Event()
+        self._done = threading.Event()
+        self._loop_ident: int | None = None
+        self._thread: threading.Thread | None = None
+        self._last_stats: dict | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _bind(self) -> None:
+        if self._sel is not None:
+            return
+        cfg = self.cfg
+        sel = selectors.DefaultSelector()
+        try:
+            for stream, port in ((STREAM_NBBO, cfg.nbbo_port), (STREAM_ORDERS, cfg.orders_port)):
+                ls = socket.socket(socket.AF_INET6 if ":" in cfg.host else socket.AF_INET, socket.SOCK_STREAM)
+                self._listeners.append(ls)
+                ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                ls.bind((cfg.host, port))
+                ls.listen(128)
+                ls.setblocking(False)
+                sel.register(ls, selectors.EVENT_READ, _Listener(stream))
+                self.ports[stream] = ls.getsockname()[1]
+            self._writer = LogWriter(cfg.log_dir, fsync=cfg.fsync)
+            self._consumed = read_consumed(cfg.log_dir)
+            self._dead = DeadLetterFile(cfg.deadletter_path, cfg.deadletter_max_bytes)
+            self._max_conns = _connection_cap(cfg.max_connections)
+        except BaseException:       # e.g. a port in use: release what was opened
+            for ls in self._listeners:
+                ls.close()
+            self._listeners.clear()
+            sel.close()
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+            raise
+        self._sel = sel
+        log.info("ingress listening on %s: nbbo %d, orders %d; log %s at head %d (fsync %s); "
+                 "up to %d connections per port, idle timeout %d s, dead letters up to %d bytes",
+                 cfg.host, self.ports[STREAM_NBBO], self.ports[STREAM_ORDERS], cfg.log_dir,
+                 self._writer.head, "on" if cfg.fsync else "off", self._max_conns, cfg.idle_timeout,
+                 cfg.deadletter_max_bytes)
+
+    def start(self) -> "IngressServer":
+        """Bind both ports, then serve from a daemon thread; return once listening."""
+        self._bind()
+        self._thread = threading.Thread(target=self._serve_in_thread, name="ingress", daemon=True)
+        self._thread.start()
+        return self
+
+    def _serve_in_thread(self) -> None:
+        try:
+            self.serve_forever()
+        except BaseException:       # already logged and kept in self.error
+            pass
+
+    def serve_forever(self) -> None:
+        """Serve in the calling thread until `stop()`."""
+        self._bind()
+        self._loop_ident = threading.get_ident()
+        try:
+            self._loop()
+        except BaseException as e:
+            self.error = e
+            log.exception("ingress loop failed")
+            raise
+        finally:
+            try:
+                self._shutdown()
+            finally:
+                self._done.set()
+
+    def stop(self) -> None:
+        """End the loop: scan final tails, commit, close the log and sockets, write stats."""
+        self._stopping.set()
+        if self._loop_ident is None and self._thread is None:
+            if self._sel is not None and not self._done.is_set():   # bound but never served
+                self._shutdown()
+                self._done.set()
+            return
+        if threading.get_ident() != self._loop_ident:
+            self._done.wait()
+
+    def __enter__(self) -> "IngressServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ loop
+
+    def _loop(self) -> None:
+        next_check = next_stats = next_disk = next_idle = 0.0
+        while not self._stopping.is_set():
+            events = self._sel.select(BACKPRESSURE_INTERVAL)
+            closing: list[_Conn] = []
+            for key, _ in events:
+                if isinstance(key.data, _Listener):
+                    self._accept(key.fileobj, key.data.stream)
+                elif not self._muted and not key.data.closed:
+                    try:
+                        eof = self._read(key.data)
+                    except OSError as e:     # the log write failed: nothing of this commit is stored
+                        self._write_failed(e, key.data)
+                        continue
+                    if eof:
+                        closing.append(key.data)
+            self._commit()
+            for conn in closing:     # after the commit: a sender seeing our close is durable
+                if not conn.closed:
+                    self._close(conn)
+            now = time.monotonic()   # housekeeping: each chore's error costs that chore, never the loop
+            if now >= next_check:
+                next_check = now + BACKPRESSURE_INTERVAL
+                self._chore("backpressure", self._check_backpressure)
+            if now >= next_disk:
+                next_disk = now + DISK_CHECK_INTERVAL
+                self._chore("disk", self._check_disk)
+            if now >= next_idle:
+                next_idle = now + IDLE_CHECK_INTERVAL
+                self._chore("idle", lambda: self._drop_idle(now))
+            if self._paused and now >= self._accept_resume:
+                self._chore("accept", self._resume_accepting)
+            if closing or now >= next_stats:
+                next_stats = now + STATS_INTERVAL
+                self._chore("stats", self._write_stats)
+
+    def _chore(self, name: str, fn) -> None:
+        try:
+            fn()
+        except OSError as e:     # a full disk, no descriptors, a file made unreadable
+            self._warn(name, "ingress %s check failed (carrying on): %s", name, e)
+
+    def _commit(self) -> None:
+        """Make this iteration's records durable and publish them, or roll them back."""
+        if not self._touched:
+            return
+        try:
+            self._writer.commit()
+        except OSError as e:
+            self._write_failed(e)
+            return
+        for conn in self._touched:
+            conn.uncommitted = 0
+        self._touched.clear()
+        if self.on_commit is not None and self._appended:
+            self.on_commit(time.time_ns(), self._appended)
+        self._appended = []
+
+    def _write_failed(self, err: OSError, culprit: _Conn | None = None) -> None:
+        """Truncate the log to the last commit, reset every connection with bytes in the lost tail, mute."""
+        lost = self._writer.size - self._writer.head
+        try:
+            self._writer.rollback()
+        except OSError as e:     # retried before the next append (see _check_disk)
+            log.error("ingress could not truncate the log back to %d: %s", self._writer.head, e)
+        victims = list(self._touched)
+        if culprit is not None and culprit not in victims:
+            victims.append(culprit)
+        with self._lock:
+            self._c.write_failures += 1
+            self._c.records_rolled_back += lost
+            for conn in victims:
+                self._c.accepted[conn.stream] -= conn.uncommitted
+        self._disk_failed = True
+        self._mute("disk")           # all of this before the resets: a sender seeing one sees it done
+        what = "disk full" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "disk error"
+        log.error("%s: %s (log write failed: %s); %d records not stored were truncated away, "
+                  "%d connections reset; ingress muted until space returns", what,
+                  describe_free(self.cfg.log_dir), err.strerror or err, lost, len(victims))
+        for conn in victims:
+            conn.accepted -= conn.uncommitted
+            conn.uncommitted = 0
+            if not conn.closed:
+                self._close(conn, reset=True)
+        self._touched.clear()
+        self._appended = []
+
+    def _accept(self, ls: socket.socket, stream: str) -> None:
+        while True:
+            try:
+                sock, addr = ls.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:     # e.g. out of file descriptors: rest, then retry
+                self._warn("accept", "accept on %s port failed (pausing %.1f s): %s", stream, ACCEPT_PAUSE, e)
+                self._pause_accepting()
+                return
+            if self._c.connections_open[stream] >= self._max_conns:
+                self._refuse(sock, stream, addr)
+                continue
+            sock.setblocking(False)
+            conn = _Conn(sock, stream, f"{addr[0]}:{addr[1]}", FrameScanner(stream),
+                         last_active=time.monotonic())
+            self._conns.add(conn)
+            if not self._muted:
+                self._register(conn)
+            with self._lock:
+                self._c.connections_open[stream] += 1
+                self._c.connections_total[stream] += 1
+            log.info("%s connection from %s", stream, conn.peer)
+
+    def _refuse(self, sock: socket.socket, stream: str, addr) -> None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RST)
+        except OSError:
+            pass
+        sock.close()
+        with self._lock:
+            self._c.connections_refused[stream] += 1
+        self._warn("refuse-" + stream, "%s port has %d connections (--max-connections): refused %s:%s "
+                   "(%d refused so far)", stream, self._max_conns, addr[0], addr[1],
+                   self._c.connections_refused[stream])
+
+    def _pause_accepting(self) -> None:
+        for key in list(self._sel.get_map().values()):
+            if isinstance(key.data, _Listener):
+                self._sel.unregister(key.fileobj)
+                self._paused.append((key.fileobj, key.data.stream))
+        self._accept_resume = time.monotonic() + ACCEPT_PAUSE
+
+    def _resume_accepting(self) -> None:
+        for ls, stream in self._paused:
+            self._sel.register(ls, selectors.EVENT_READ, _Listener(stream))
+        self._paused.clear()
+
+    def _drop_idle(self, now: float) -> None:
+        """Close connections silent for `idle_timeout` (muted time is never held against them)."""
+        if self._muted or self.cfg.idle_timeout <= 0:
+            return
+        limit = now - self.cfg.idle_timeout
+        for conn in [c for c in self._conns if c.last_active < limit]:
+            pending = bool(conn.pending)
+            if pending:              # a frame it began and never finished: set it aside
+                res = conn.scanner.scan(conn.pending, final=True)
+                self._dead_letter(conn, list(res.bad))
+                conn.pending = b""
+            with self._lock:
+                self._c.connections_idle[conn.stream] += 1
+            log.info("%s connection from %s idle for %d s: dropped", conn.stream, conn.peer,
+                     self.cfg.idle_timeout)
+            self._close(conn, reset=pending)
+
+    def _warn(self, key: str, msg: str, *args) -> None:
+        """Log a warning at most once per `LOG_EVERY` seconds per `key` (floods stay one line)."""
+        now = time.monotonic()
+        if now - self._last_log.get(key, -LOG_EVERY) >= LOG_EVERY:
+            self._last_log[key] = now
+            log.warning(msg, *args)
+
+    def _read(self, conn: _Conn) -> bool:
+        """Receive what a connection has (bounded by the backlog room), append it; return eof.
+
+        Raises OSError when the log write fails (the caller rolls back and resets)."""
+        mv, p = self._mv, len(conn.pending)
+        mv[:p] = conn.pending
+        room = self.cfg.max_backlog - (self._writer.size - self._consumed)
+        budget = min(len(mv) - p, max(MIN_READ, room * conn.scanner.frame_len))
+        end, eof, ts = p, False, 0
+        while end < p + budget:
+            try:
+                n = conn.sock.recv_into(mv[end:p + budget])
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as e:     # reset by peer and the like: what arrived still counts
+                log.info("%s connection from %s failed: %s", conn.stream, conn.peer, e)
+                eof = True
+                break
+            if n == 0:
+                eof = True
+                break
+            if not ts:
+                ts = time.time_ns()
+            end += n
+        if end == p and not eof:
+            return False
+        conn.last_active = time.monotonic()
+        try:
+            res = conn.scanner.scan(mv[:end], final=eof)
+        except Exception as e:       # a scanner bug must cost this chunk, not the server
+            log.exception("%s scanner failed on %d bytes from %s", conn.stream, end, conn.peer)
+            res = ScanResult(np.empty((0, conn.scanner.payload_len), np.uint8),
+                             [BadFrame(f"scanner error: {e!r}", bytes(mv[:end]))], end)
+        bad = list(res.bad)
+        rest = end - res.consumed
+        if rest > MAX_PENDING:       # the scanner never keeps this much; bound it anyway
+            bad.append(BadFrame("pending overflow", bytes(mv[res.consumed:end])))
+            rest = 0
+        conn.pending = bytes(mv[end - rest:end]) if rest else b""
+        n_good = len(res.payloads)
+        if n_good:
+            ts = ts or time.time_ns()
+            self._writer.append(res.payloads, ts)
+            if not conn.uncommitted:
+                self._touched.append(conn)
+            conn.uncommitted += n_good
+            if self.on_commit is not None:
+                self._appended.append((conn.stream, ts, n_good))
+        conn.accepted += n_good
+        conn.bytes_in += end - p
+        with self._lock:
+            self._c.accepted[conn.stream] += n_good
+            self._c.bytes_in[conn.stream] += end - p
+        if bad:
+            self._dead_letter(conn, bad)
+        if "backlog" not in self._why_muted and self._writer.size - self._consumed > self.cfg.max_backlog:
+            self._mute("backlog")
+        return eof
+
+    def _dead_letter(self, conn: _Conn, bad: list[BadFrame]) -> None:
+        if not bad:
+            return
+        now = time.time_ns()
+        if self._dead.write([DeadLetter(now, conn.stream, conn.peer, b.reason, b.data) for b in bad]):
+            self._warn("deadletter", "dead letters dropped (%d so far): %s", self._dead.dropped,
+                       self._dead.error or f"over --deadletter-max-bytes {self.cfg.deadletter_max_bytes}")
+        if conn.bad == 0:
+            log.warning("%s connection from %s sent bad input (%s, %d bytes); set aside in %s",
+                        conn.stream, conn.peer, bad[0].reason, len(bad[0].data), self.cfg.deadletter_path)
+        conn.bad += len(bad)
+        with self._lock:
+            self._c.bad[conn.stream] += len(bad)
+            for b in bad:
+                cat = reason_category(b.reason)
+                self._c.bad_reasons[cat] = self._c.bad_reasons.get(cat, 0) + 1
+
+    def _close(self, conn: _Conn, reset: bool = False) -> None:
+        """Close a connection: cleanly (all it sent that was read is durable) or with a reset."""
+        if conn.registered:
+            self._sel.unregister(conn.sock)
+            conn.registered = False
+        conn.closed = True
+        self._conns.discard(conn)
+        with self._lock:             # before the close, so a sender seeing it sees the count
+            self._c.connections_open[conn.stream] -= 1
+            if reset:
+                self._c.connections_reset[conn.stream] += 1
+        if reset:
+            try:
+                conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RST)
+            except OSError:
+                pass
+        try:
+            conn.sock.close()
+        except OSError:
+            pass
+        log.info("%s connection from %s %s: %d messages, %d bytes, %d bad", conn.stream, conn.peer,
+                 "reset" if reset else "closed", conn.accepted, conn.bytes_in, conn.bad)
+
+    # ------------------------------------------------------------------ backpressure
+
+    def _register(self, conn: _Conn) -> None:
+        self._sel.register(conn.sock, selectors.EVENT_READ, conn)
+        conn.registered = True
+
+    def _mute(self, why: str) -> None:
+        """Stop reading every connection for `why` ("backlog", "disk"); TCP pushes back on senders."""
+        first = not self._why_muted
+        self._why_muted.add(why)
+        if not first:
+            return
+        for conn in self._conns:
+            if conn.registered:
+                self._sel.unregister(conn.sock)
+                conn.registered = False
+        with self._lock:
+            self._muted, self._muted_since = True, time.monotonic()
+            self._c.mute_episodes += 1
+        if why == "backlog":
+            log.info("ingress muted: backlog %d records > %d", self._writer.size - self._consumed,
+                     self.cfg.max_backlog)
+
+    def _unmute(self, why: str) -> None:
+        self._why_muted.discard(why)
+        if self._why_muted or not self._muted:
+            return
+        now = time.monotonic()
+        for conn in self._conns:
+            conn.last_active = now   # muted time is ours, not the sender's idling
+            if not conn.registered:
+                self._register(conn)
+        seconds = now - self._muted_since
+        with self._lock:
+            self._c.muted_seconds += seconds
+            self._muted = False
+        log.info("ingress resumed after %.3f s: backlog %d records", seconds,
+                 self._writer.size - self._consumed)
+
+    def _check_backpressure(self) -> None:
+        self._consumed = read_consumed(self.cfg.log_dir)
+        backlog = self._writer.size - self._consumed
+        if "backlog" not in self._why_muted and backlog > self.cfg.max_backlog:
+            self._mute("backlog")
+        elif "backlog" in self._why_muted and backlog <= min(self.cfg.resume_backlog, self.cfg.max_backlog):
+            self._unmute("backlog")
+
+    def _check_disk(self) -> None:
+        """Mute below the low-space mark; after a mute for the disk, resume once there is room."""
+        space = disk_space(self.cfg.log_dir)
+        if "disk" not in self._why_muted:
+            if self._space.low(space):
+                log.error("disk full: %s, below the low-space mark of %s bytes (--min-free-bytes, "
+                          "--min-free-percent); ingress muted until space returns",
+                          describe_free(self.cfg.log_dir), f"{self._space.mark(space):,}")
+                self._mute("disk")
+        elif self._space.recovered(space, self._disk_failed):
+            if self._writer.size != self._writer.head:
+                self._writer.rollback()          # a truncation that failed before: no append on top
+            self._disk_failed = False
+            log.warning("disk space back: %s; ingress resumes", describe_free(self.cfg.log_dir))
+            self._unmute("disk")
+
+    # ------------------------------------------------------------------ shutdown and stats
+
+    def _shutdown(self) -> None:
+        if self._sel is None:
+            return
+        unfinished = {c for c in self._conns if c.pending}   # the rest of a frame may be on its way
+        if "disk" not in self._why_muted:    # a failed disk takes nothing more
+            for conn in list(self._conns):
+                if conn.pending:     # an unfinished frame can no longer complete
+                    res = conn.scanner.scan(conn.pending, final=True)
+                    conn.pending = b""
+                    if len(res.payloads):
+                        try:
+                            self._writer.append(res.payloads, time.time_ns())
+                        except OSError as e:
+                            self._write_failed(e, conn)
+                            break
+                        if not conn.uncommitted:
+                            self._touched.append(conn)
+                        conn.uncommitted += len(res.payloads)
+                    self._dead_letter(conn, list(res.bad))
+        self._commit()
+        for conn in list(self._conns):  # all they sent that was read is durable; not a cut frame
+            self._close(conn, reset=conn in unfinished)
+        if self._muted:
+            with self._lock:
+                self._c.muted_seconds += time.monotonic() - self._muted_since
+                self._muted = False
+        try:
+            self._writer.close()
+        except OSError as e:
+            log.error("ingress log not closed cleanly: %s", e)
+        self._dead.close()
+        for ls in self._listeners:
+            if ls not in [p for p, _ in self._paused]:
+                self._sel.unregister(ls)
+            ls.close()
+        self._sel.close()
+        try:
+            self._write_stats()
+        except OSError as e:
+            log.error("ingress could not write %s: %s", STATS_FILE, e)
+        st = self.stats()
+        log.info("ingress stopped: %d messages accepted (%s), %d bad, head %d", st.accepted_total,
+                 ", ".join(f"{k} {v}" for k, v in st.accepted.items()), st.bad_total, st.head)
+
+    def stats(self) -> IngressStats:
+        """Return a consistent snapshot of the counters."""
+        with self._lock:
+            c = self._c
+            muted_s = c.muted_seconds + (time.monotonic() - self._muted_since if self._muted else 0.0)
+            head = self._writer.head if self._writer else 0
+            return IngressStats(
+                accepted=dict(c.accepted), accepted_total=sum(c.accepted.values()),
+                bad=dict(c.bad), bad_total=sum(c.bad.values()), bad_reasons=dict(c.bad_reasons),
+                bytes_in=dict(c.bytes_in), connections_open=dict(c.connections_open),
+                connections_total=dict(c.connections_total), head=head, consumed=self._consumed,
+                backlog=max(0, head - self._consumed), muted=self._muted, mute_episodes=c.mute_episodes,
+                muted_seconds=round(muted_s, 6), ports=dict(self.ports),
+                disk_full="disk" in self._why_muted, write_failures=c.write_failures,
+                records_rolled_back=c.records_rolled_back, connections_reset=dict(c.connections_reset),
+                connections_refused=dict(c.connections_refused), connections_idle=dict(c.connections_idle),
+                deadletter_dropped=self._dead.dropped if self._dead else 0,
+                deadletter_rotations=self._dead.rotations if self._dead else 0)
+
+    def _write_stats(self) -> None:
+        data = asdict(self.stats())
+        if data == self._last_stats:
+            return
+        path = self.cfg.log_dir / STATS_FILE
+        tmp = path.with_name(STATS_FILE + ".tmp")
+        tmp.write_text(json.dumps(dict(data, written_ns=time.time_ns())))
+        os.replace(tmp, path)
+        self._last_stats = data
+
+
+def _connection_cap(per_port: int) -> int:
+    """Return the per-port connection cap the process's descriptor limit allows (raising it if it may)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 2 * per_port + FD_RESERVE
+    if soft != resource.RLIM_INFINITY and soft < want:
+        try:
+            new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            soft = new
+        except (ValueError, OSError):
+            pass
+    cap = per_port if soft == resource.RLIM_INFINITY else max(1, min(per_port, (soft - FD_RESERVE) // 2))
+    if cap < per_port:
+        log.warning("ingress: %d connections per port asked, the descriptor limit (%d) allows %d",
+                    per_port, soft, cap)
+    return cap
+
+
+def run_ingress(cfg: Config, progress_every: float = 5.0) -> int:
+    """Serve the ingress until SIGTERM/SIGINT, printing a progress line every few seconds."""
+    server = IngressServer(cfg)
+    metrics = writer = None
+    if cfg.metrics:
+        from engine.output.metrics_shipper import run_id_for
+        from marketspread.metrics_wiring import IngressMetrics, open_writer
+        writer = open_writer(cfg.state_dir, "ingress")
+        metrics = IngressMetrics(run_id_for(cfg.state_dir), writer, server.stats).start()
+        server.on_commit = metrics.on_commit
+    server.start()
+    stop = threading.Event()
+    old = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    last, t_last = server.stats(), time.monotonic()
+    try:
+        while not stop.wait(0.2) and server.error is None and not server._done.is_set():
+            now = time.monotonic()
+            if now - t_last < progress_every:
+                continue
+            st = server.stats()
+            rate = (st.accepted_total - last.accepted_total) / (now - t_last)
+            print(f"ingress: {rate:,.0f} msgs/s, {st.accepted_total:,} accepted, {st.bad_total} bad, "
+                  f"backlog {st.backlog:,}{' MUTED' if st.muted else ''}{' (DISK FULL)' if st.disk_full else ''}, "
+                  f"{sum(st.connections_open.values())} connections", flush=True)
+            last, t_last = st, now
+    finally:
+        server.stop()
+        if metrics is not None:
+            metrics.stop()
+            writer.close(timeout=10)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    return 1 if server.error else 0

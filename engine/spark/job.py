@@ -1,0 +1,134 @@
+"""The Market Spread streaming query: ingress log -> per-shard state -> result files."""
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+from engine.config import Config
+from marketspread.progress import ConsumedOffsetListener
+from engine.wire.records import decode_events, shard_keys, shard_rows
+from engine.output.results import encode_results
+from engine.rule import ShardState, apply_rule
+from engine.spark.source import SOURCE_NAME, IngressDataSource
+
+STATE_SCHEMA = "symbols binary, reject binary, bid binary, offer binary"
+# The stateful function writes its own output and returns no rows (see batch_output.py).
+OUTPUT_SCHEMA = "shard int"
+# Set by Spark's micro-batch loop on every job it runs; tasks read it from TaskContext.
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+QUERY_NAME = "market-spread"
+_LISTENERS: dict[str, ConsumedOffsetListener] = {}
+
+
+def make_check_market_data(log_dir: str, out_dir: str, n_shards: int, metrics: bool = True):
+    """Return the applyInPandasWithState function (with or without latency samples).
+
+    Per shard and batch it reads the batch's log range, keeps its own symbols' events,
+    runs the rule over them and writes the shard's results and samples itself
+    (batch_output.py). It yields nothing: the query's sink is Spark's `noop`, and a batch
+    commits with Spark's own commit log.
+    """
+    group_keys = shard_keys(n_shards)
+
+    def check_market_data(key, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+        """Run the rule over one shard's events of a batch; write its results and samples."""
+        from pyspark import TaskContext
+
+        from engine.spark.batch_output import stamp_frames, write_shard_metrics, write_shard_results
+        from engine.ingress.log import LogReader
+
+        t_start = time.time_ns()
+        given = [p for p in pdfs if len(p)]
+        if not given:
+            return
+        ranges = pd.concat(given, ignore_index=True).sort_values("lo")
+        shard = group_keys.index(int(key[0]))
+        reader = LogReader(log_dir)
+        parts = []
+        for lo, hi in zip(ranges["lo"].tolist(), ranges["hi"].tolist()):
+            rec = reader.read(lo, hi)
+            mine = shard_rows(rec, n_shards, shard)
+            parts.append(decode_events(rec[mine], lo + mine))
+        ev = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        t0 = time.time_ns()
+        shard_state = ShardState.from_bytes(*state.get) if state.exists else ShardState.empty()
+        out = apply_rule(shard_state, ev["seq"], ev["kind"], ev["symbol"], ev["a"], ev["b"])
+        state.update(out.state.to_bytes())
+        t1 = time.time_ns()
+        ctx = TaskContext.get()
+        batch = int(ctx.getLocalProperty(BATCH_ID_PROPERTY))
+        frames = seqs = b""
+        written = t1
+        if len(out.rows):
+            rows = encode_results(ev[out.rows], out.bid, out.offer)
+            written = time.time_ns()
+            frames, seqs = stamp_frames(rows, written)
+        write_shard_results(out_dir, batch, shard, frames, seqs)
+        if metrics:
+            from collector.backpressure import StepBusy
+            from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, encode_samples, worker_name
+
+            from engine.spark.step_metrics import event_runs, sink_samples, source_samples, state_samples
+            t_end = time.time_ns()
+            worker = worker_name(ctx.partitionId())
+            runs = event_runs(ev)
+            own = source_samples(ev, worker, t0, runs) + state_samples(ev, out.rows, worker, t0, t1, runs)
+            if len(out.rows):
+                own += sink_samples(ev["ingest_ns"][out.rows], worker, t1, written)
+            busy = StepBusy(worker, t_end, {STEP_SOURCE: t0 - t_start, STEP_CHECK: t1 - t0, STEP_SINK: t_end - t1})
+            write_shard_metrics(out_dir, batch, shard, encode_samples(own), busy.to_bytes())
+        yield from ()
+
+    return check_market_data
+
+
+def register_sources(spark) -> None:
+    """Register the project's data sources with a session."""
+    spark.dataSource.register(IngressDataSource)
+
+
+def start_query(spark, cfg: Config, metrics_listener=None):
+    """Start the streaming query; returns the StreamingQuery.
+
+    The log's `consumed` offset follows each batch through `metrics_listener` when one is
+    attached (one Python listener instead of two), else through a listener of its own.
+    """
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    register_sources(spark)
+    cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    events = (spark.readStream.format(SOURCE_NAME)
+              .option("path", str(cfg.log_dir))
+              .option("shards", cfg.shards)
+              .option("maxRowsPerBatch", cfg.max_rows_per_batch)
+              .load())
+    results = events.groupBy("shard").applyInPandasWithState(
+        make_check_market_data(str(cfg.log_dir), str(cfg.out_dir), cfg.shards, cfg.metrics),
+        OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout)
+    writer = (results.writeStream.format("noop")
+              .option("checkpointLocation", str(cfg.checkpoint_dir))
+              .queryName(QUERY_NAME)
+              .outputMode("append"))
+    writer = writer.trigger(processingTime=f"{cfg.trigger_ms} milliseconds")
+    consumed = ConsumedOffsetListener(str(cfg.log_dir), None)
+    if metrics_listener is not None:
+        metrics_listener.add_progress_hook(consumed.publish)   # it follows only this query's runs
+    query = writer.start()
+    if metrics_listener is None:
+        # Attached after start to match this query's id; the first progress event comes
+        # only after the first batch commits, and each event carries the absolute offset.
+        consumed.query_id = str(query.id)
+        spark.streams.addListener(consumed)
+        _LISTENERS[str(query.id)] = consumed
+    return query
+
+
+def stop_query(spark, query) -> None:
+    """Stop the query and detach its offset listener."""
+    query.stop()
+    listener = _LISTENERS.pop(str(query.id), None)
+    if listener is not None:
+        spark.streams.removeListener(listener)

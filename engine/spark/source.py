@@ -1,0 +1,69 @@
+"""Spark streaming source over the ingress log (a Python data source).
+
+Offsets are log sequence numbers, so a restarted query re-reads exactly the ranges its
+checkpoint recorded. The source does not carry the events themselves: each batch is one
+row per shard, `(shard, lo, hi)`, and the shard's stateful task reads its events of the
+log range `[lo, hi)` itself (job.py). The rows are planned on the driver by a *simple*
+stream reader, which Spark hands to the tasks as a cached block: no Python worker runs
+to read a batch, which measured ~60 ms of fixed cost per micro-batch and per read task.
+"""
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
+
+SOURCE_NAME = "marketspread_ingress"
+RANGE_SCHEMA = "shard int, lo long, hi long"
+
+
+class IngressDataSource(DataSource):
+    """`spark.readStream.format("marketspread_ingress").option("path", LOG_DIR)`.
+
+    Options: `path` (log folder), `shards` (symbol shards), `maxRowsPerBatch`.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return RANGE_SCHEMA
+
+    def simpleStreamReader(self, schema) -> "IngressRangeReader":
+        return IngressRangeReader(self.options)
+
+
+class IngressRangeReader(SimpleDataSourceStreamReader):
+    """Plans each batch as the log range from the last offset to the durable head.
+
+    At most `maxRowsPerBatch` records per batch (admission control is the reader's own
+    choice of end offset here).
+    """
+
+    def __init__(self, options):
+        from engine.config import Config
+        from engine.wire.records import shard_keys
+        self.path = options["path"]
+        self.keys = shard_keys(int(options.get("shards", Config.shards)))
+        self.max_rows = int(options.get("maxRowsPerBatch", 500_000))
+
+    def initialOffset(self) -> dict:
+        return {"seq": 0}
+
+    def _rows(self, lo: int, hi: int) -> list[tuple[int, int, int]]:
+        return [(k, lo, hi) for k in self.keys] if hi > lo else []
+
+    def read(self, start: dict):
+        from engine.ingress.log import read_head
+        lo = int(start["seq"])
+        hi = min(read_head(self.path), lo + self.max_rows)
+        if hi <= lo:
+            return iter(()), start
+        return iter(self._rows(lo, hi)), {"seq": hi}
+
+    def readBetweenOffsets(self, start: dict, end: dict):
+        return iter(self._rows(int(start["seq"]), int(end["seq"])))
+
+    def commit(self, end: dict) -> None:
+        # Nothing to release: the log keeps its segments (see progress.py for why the
+        # consumed offset is published from query progress, not from here).
+        pass

@@ -1,0 +1,3 @@
+from marketspread.cli import main
+
+raise SystemExit(main())

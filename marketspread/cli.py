@@ -1,0 +1,208 @@
+"""`marketspread`: the command line of the Market Spread job and its tools."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from engine.config import Config
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("common (also MS_<NAME> environment variables)")
+    g.add_argument("--state-dir", type=Path, help="state folder (default .state/, MS_STATE_DIR)")
+    g.add_argument("--master", help="Spark master URL (default local[*], e.g. spark://host:7077)")
+    g.add_argument("--shards", type=int, help="symbol shards = tasks of the stateful stage (default 1; fixed per checkpoint)")
+    g.add_argument("--host", help="ingress bind address (default 127.0.0.1)")
+    g.add_argument("--nbbo-port", type=int, help="NBBO ingress port (default 7001)")
+    g.add_argument("--orders-port", type=int, help="orders ingress port (default 7002)")
+    g.add_argument("--max-backlog", type=int, help="records behind the job before ingress mutes its sockets")
+    g.add_argument("--max-rows-per-batch", type=int, help="largest micro-batch in records")
+    g.add_argument("--trigger-ms", type=int, help="micro-batch trigger interval (default 0: as fast as possible)")
+    g.add_argument("--no-fsync", dest="fsync", action="store_const", const=False,
+                   help="ingress does not fsync (survives process crashes, not machine crashes)")
+    g.add_argument("--max-connections", type=int, help="ingress connections per port; more are refused (1024)")
+    g.add_argument("--idle-timeout", type=int, help="seconds before the ingress drops a silent connection (300)")
+    g.add_argument("--min-free-bytes", type=int, help="ingress mutes below this free space (1 GiB) ...")
+    g.add_argument("--min-free-percent", type=int, help="... or this share of the disk, whichever is smaller (5)")
+    g.add_argument("--deadletter-max-bytes", type=int, help="cap of the dead-letter file and its rotated copy (64 MiB)")
+    g.add_argument("--no-metrics", dest="metrics", action="store_const", const=False,
+                   help="record no latency metrics (default: on, written to MS_INFLUX_URL)")
+
+
+def _add_retention(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("disk retention (README: Disk and retention)")
+    g.add_argument("--results-retention", metavar="TIME",
+                   help="delete committed result batches older than this (default 24h; 0: no age bound)")
+    g.add_argument("--results-retention-bytes", metavar="SIZE",
+                   help="... and the oldest beyond this total (default 10GiB; 0: no size bound)")
+    g.add_argument("--keep-log", dest="log_retention", action="store_const", const=False,
+                   help="keep every ingress log segment (default: delete those the checkpoint no longer needs)")
+    g.add_argument("--checkpoint-batches", type=int,
+                   help="batches the checkpoint keeps (spark.sql.streaming.minBatchesToRetain, default 100)")
+
+
+def config_from(args: argparse.Namespace) -> Config:
+    """Build the Config from the environment and the common flags."""
+    keys = ("state_dir", "master", "shards", "host", "nbbo_port", "orders_port", "max_backlog",
+            "max_rows_per_batch", "trigger_ms", "fsync", "metrics", "max_connections", "idle_timeout",
+            "min_free_bytes", "min_free_percent", "deadletter_max_bytes", "results_retention",
+            "results_retention_bytes", "log_retention", "checkpoint_batches")
+    over = {k: getattr(args, k, None) for k in keys}
+    cfg = Config.from_env(**over)
+    if over.get("max_backlog") is not None:
+        from dataclasses import replace
+        cfg = replace(cfg, resume_backlog=cfg.max_backlog // 2)
+    return cfg
+
+
+def _cmd_ingress(args) -> int:
+    from engine.ingress.server import run_ingress
+    return run_ingress(config_from(args)) or 0
+
+
+def _job_config(args) -> Config:
+    """The config of a command that runs the job on a state folder: its checkpoint's shard count."""
+    from engine.spark.checkpoint import settle_shards
+    explicit = getattr(args, "shards", None) is not None or "MS_SHARDS" in os.environ
+    return settle_shards(config_from(args), explicit)
+
+
+def _cmd_job(args) -> int:
+    from marketspread.runner import run_job
+    return run_job(_job_config(args), duration=args.duration, forward=args.forward)
+
+
+def _cmd_replay(args) -> int:
+    from marketspread.replay import replay
+    rep = replay(args.nbbo, args.orders, args.out, config_from(args), run_id=args.run_id, keep=args.keep)
+    print(f"replay {rep.run_id}: {rep.accepted} messages, {rep.bad} bad, {rep.results} results "
+          f"in {rep.seconds:.1f} s -> {rep.out}")
+    print(rep.timing.summary())
+    return 0
+
+
+def _cmd_results(args) -> int:
+    from marketspread.replay import write_results
+    n = write_results(config_from(args).out_dir, args.out)
+    print(f"{n} result records -> {args.out}")
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    from marketspread.demo import run_demo
+    return run_demo(_job_config(args), rate=args.rate, duration=args.duration, symbols=args.symbols,
+                    ui_port=args.ui_port)
+
+
+def _cmd_bench(args) -> int:
+    from perf.perftest import run_cli
+    return run_cli(args, config_from(args))
+
+
+_TOOLS = (("influxdb", "run the project's own InfluxDB server (start|stop|status|init)"),
+          ("ui", "serve the metrics dashboard (reads MS_INFLUX_URL, MS_INFLUX_DB)"),
+          ("alerts", "SLA alert rules: list|add|rm|load|mute|unmute|serve"),
+          ("generate", "generate synthetic NBBO and order files"),
+          ("send", "send fixish files to an ingress port at a rate"),
+          ("receive", "receive result frames on a port"))
+
+
+def _tool_module(name: str):
+    """Return the module with `add_arguments` and `run` of a command of another package."""
+    if name == "influxdb":
+        from collector.influx import server as influx_server
+        return influx_server
+    if name == "ui":
+        from metrics_ui import app
+        return app
+    if name == "alerts":
+        from alerts import cli
+        return cli
+    from engine.tools import generate, receiver, sender
+    return {"generate": generate, "send": sender, "receive": receiver}[name]
+
+
+def _chosen(argv: list[str]) -> str | None:
+    """The subcommand named on the command line (the first word that is one), None if none is."""
+    names = {"ingress", "job", "replay", "results", "demo", "bench", *(n for n, _ in _TOOLS)}
+    return next((a for a in argv if a in names), None)
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """Return the argument parser: every subcommand, with the arguments of the one `argv` names
+    (all of them when `argv` is None)."""
+    chosen = None if argv is None else _chosen(argv)
+    parser = argparse.ArgumentParser(prog="marketspread", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("ingress", help="run the TCP ingress (NBBO and orders ports) into the log")
+    _add_common(p)
+    p.set_defaults(func=_cmd_ingress)
+
+    p = sub.add_parser("job", help="run the Market Spread streaming job on the ingress log")
+    _add_common(p)
+    p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p.add_argument("--forward", metavar="HOST:PORT",
+                   help="also stream committed results to a TCP receiver (at-least-once per batch)")
+    _add_retention(p)
+    p.set_defaults(func=_cmd_job)
+
+    p = sub.add_parser("replay", help="replay fixish files through ingress and the job, write results")
+    _add_common(p)
+    p.add_argument("--nbbo", type=Path, action="append", required=True, help="NBBO fixish file (repeatable)")
+    p.add_argument("--orders", type=Path, action="append", required=True, help="order fixish file (repeatable)")
+    p.add_argument("--out", type=Path, required=True, help="result file (Wallaroo OrderResult frames)")
+    p.add_argument("--run-id", help="name of this run (metrics are tagged with it)")
+    p.add_argument("--keep", action="store_true", help="keep the run's ingress log and checkpoint")
+    p.set_defaults(func=_cmd_replay)
+
+    p = sub.add_parser("results", help="write the job's committed results to one file")
+    _add_common(p)
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=_cmd_results)
+
+    p = sub.add_parser("demo", help="live demo: ingress, job and senders on generated data")
+    _add_common(p)
+    p.add_argument("--rate", type=int, default=50_000, help="messages/s per stream (default 50000)")
+    p.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
+    p.add_argument("--symbols", type=int, default=350)
+    p.add_argument("--ui-port", type=int, default=8050, help="dashboard port (default 8050)")
+    _add_retention(p)
+    p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("bench", help="performance test: run everything at a rate, record figures for comparison")
+    _add_common(p)
+    if chosen == "bench":
+        from perf import perftest
+        perftest.add_arguments(p)
+    p.set_defaults(func=_cmd_bench)
+
+    # The other commands live in their own packages; only the one asked for is imported, so
+    # a quick command (`alerts list`, `send`) does not pay for Dash, Flask and the rest.
+    for name, help_ in _TOOLS:
+        p = sub.add_parser(name, help=help_)
+        if name == chosen or chosen is None:
+            mod = _tool_module(name)
+            mod.add_arguments(p)
+            p.set_defaults(func=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the `marketspread` command line."""
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("py4j").setLevel(logging.WARNING)      # one INFO line per callback otherwise
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except (ValueError, OSError, TimeoutError, RuntimeError) as e:    # OSError: e.g. a full disk
+        print(f"marketspread {args.command}: error: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,163 @@
+"""Wire the collector into the job's processes: the InfluxDB writer and ingress metrics."""
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from collector.aggregate import IntervalAggregator
+from collector.histogram import SparseCounts, bucket_indices
+from collector.influx import InfluxClient, InfluxConfig, InfluxWriter, Point
+from collector.points import latency_point
+from collector.samples import STEP_INGRESS, StepSample, worker_name
+
+log = logging.getLogger(__name__)
+
+
+def open_writer(state_dir: Path, name: str, background: bool = False) -> InfluxWriter:
+    """Start a never-blocking writer to `MS_INFLUX_URL`, spooling under the state folder.
+
+    `background`: its thread runs at a lower CPU priority. Only where the process's own
+    latency-critical work is elsewhere (the job's driver: the JVM runs the batches); in
+    the ingress a lowered thread holding the GIL would hold up the receive loop.
+    """
+    cfg = InfluxConfig.from_env()
+    writer = InfluxWriter(InfluxClient(cfg), Path(state_dir) / "metrics-spool" / name,
+                          background=background).start()
+    log.info("metrics -> %s database %s (spool %s)", cfg.url, cfg.db, writer.spool_dir)
+    return writer
+
+
+class IngressMetrics:
+    """Turn the ingress' group commits into `ingress` step intervals and status points.
+
+    `on_commit` only appends to a bounded deque (the ingress loop never waits); a thread
+    records histograms, merges 1-s intervals and writes them with the ingress' stats.
+    """
+
+    def __init__(self, run: str, writer, stats_fn, interval_s: float = 1.0, max_pending: int = 100_000):
+        self.run = run
+        self.writer = writer
+        self.stats_fn = stats_fn
+        self.agg = IntervalAggregator(run, interval_s)
+        self.worker = worker_name() + "/ingress"
+        self.dropped = 0
+        self._pending: collections.deque = collections.deque()
+        self._recent: collections.deque = collections.deque()     # IngressSample, last 10 s
+        self._max = max_pending
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ingress-metrics", daemon=True)
+
+    def start(self) -> "IngressMetrics":
+        self._thread.start()
+        return self
+
+    def on_commit(self, commit_ns: int, appended: list[tuple[str, int, int]]) -> None:
+        if len(self._pending) >= self._max:
+            self.dropped += 1
+            return
+        self._pending.append((commit_ns, appended))
+
+    def _drain_pending(self) -> None:
+        by_stream: dict[str, list[tuple[int, int]]] = {}
+        last_commit = 0
+        while self._pending:
+            commit_ns, appended = self._pending.popleft()
+            last_commit = commit_ns
+            for stream, ts, n in appended:
+                by_stream.setdefault(stream, []).append((commit_ns - ts, n))
+        for stream, vals in by_stream.items():
+            arr = np.array(vals, dtype=np.int64)
+            # One value per received chunk, weighted by its messages (not one per message).
+            idx, inv = np.unique(bucket_indices(arr[:, 0]), return_inverse=True)
+            counts = SparseCounts(idx.astype(np.int32), np.bincount(inv, weights=arr[:, 1]).astype(np.int64))
+            self.agg.add(StepSample(stream, STEP_INGRESS, self.worker, last_commit, counts))
+
+    def _status_points(self, now_ns: int) -> list[Point]:
+        """The ingress' status point and its `backpressure` figures (muted share, backlog)."""
+        from collector.backpressure import STEP_INGRESS as BP_INGRESS
+        from collector.backpressure import WINDOW_S, IngressSample, backpressure_point, ingress_figures
+        st = self.stats_fn()
+        self._recent.append(IngressSample(now_ns, float(st.muted_seconds), int(st.backlog)))
+        while self._recent and self._recent[0].ts_ns < now_ns - int(WINDOW_S * 1e9):
+            self._recent.popleft()
+        figures = ingress_figures(list(self._recent), now_ns)
+        second = now_ns - now_ns % 1_000_000_000
+        # Bad frames per reason category (bounded by reason_category), cumulative like `bad`:
+        # the dashboard charts their growth per reason (`ingress_bad`, docs/METRICS.md).
+        bad = [Point("ingress_bad", {"run": self.run, "reason": reason}, {"frames": int(n)}, second)
+               for reason, n in sorted(st.bad_reasons.items())]
+        return [self._status_point(st, now_ns), backpressure_point(self.run, BP_INGRESS, figures, now_ns), *bad]
+
+    def _status_point(self, st, now_ns: int) -> Point:
+        return Point("ingress", {"run": self.run}, {
+            "accepted": int(st.accepted_total), "bad": int(st.bad_total), "head": int(st.head),
+            "consumed": int(st.consumed), "backlog": int(st.backlog), "muted": bool(st.muted),
+            "muted_seconds": float(st.muted_seconds), "mute_episodes": int(st.mute_episodes),
+            "dropped_samples": int(self.dropped)}, now_ns - now_ns % 1_000_000_000)
+
+    def _tick(self, final: bool = False) -> None:
+        self._drain_pending()
+        now = time.time_ns()
+        points = [latency_point(ih) for ih in self.agg.drain(now, final)]
+        points += self._status_points(now)
+        self.writer.add(points)
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                self._tick()
+            except Exception:
+                log.exception("ingress metrics failed; will retry")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._tick(final=True)
+
+
+class IngressMutedShare:
+    """`muted_share_fn` for the Spark listener: the ingress' muted share over a window.
+
+    Samples the ingress' `stats.json` (written by the ingress every 100 ms, wherever it
+    runs, beside the log the job reads) each time it is asked.
+    """
+
+    def __init__(self, log_dir: Path):
+        self.log_dir = Path(log_dir)
+        self._samples: collections.deque = collections.deque(maxlen=4096)
+
+    def __call__(self, window_s: float) -> float | None:
+        from collector.backpressure import IngressSample, muted_share
+
+        from engine.ingress.server import read_stats
+        st = read_stats(self.log_dir)
+        now = time.time_ns()
+        if st is not None:
+            self._samples.append(IngressSample(now, float(st.get("muted_seconds", 0.0)),
+                                               int(st.get("backlog", 0))))
+        horizon = now - int(window_s * 1e9)
+        return muted_share([s for s in self._samples if s.ts_ns >= horizon])
+
+
+def attach_listener(spark, run: str, writer, log_dir: Path):
+    """Add the metrics listener to a session (before the query starts); return it."""
+    from spark_listener import SparkMetricsListener
+
+    from engine.spark.job import QUERY_NAME
+    from engine.ingress.log import read_head
+    listener = SparkMetricsListener(run, writer, QUERY_NAME, muted_share_fn=IngressMutedShare(log_dir),
+                                    latest_offset_fn=lambda: read_head(log_dir)).start()
+    spark.streams.addListener(listener)
+    return listener
+
+
+def detach_listener(spark, listener) -> None:
+    """Wait for the query's last events, then remove and stop the listener."""
+    listener.wait_terminated(10)      # the last progress and the termination come after stop()
+    spark.streams.removeListener(listener)
+    listener.stop()

@@ -1,0 +1,144 @@
+"""Run the streaming job as a long-lived process with progress lines and clean stops."""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+
+from engine.config import Config
+
+log = logging.getLogger(__name__)
+
+
+class DiskFull(RuntimeError):
+    """The job's results or checkpoint could not be written: it stopped, having lost nothing."""
+
+
+def _disk_full(cfg: Config) -> DiskFull:
+    from engine.storage.diskspace import describe_free
+    return DiskFull(f"disk full: {describe_free(cfg.state_dir)}; the job stopped without committing "
+                    "the batch it was writing (nothing is lost: free space and start it again, it "
+                    "resumes from its checkpoint)")
+
+
+# Spark writes a checkpoint file as `.<name>.<uuid>.tmp` (and Hadoop its `..<name>.<uuid>.tmp.crc`),
+# then renames it; a write that fails in close(), as on a full disk, leaves the temp file behind.
+_SPARK_TEMP = re.compile(r"^\..+\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp(\.crc)?$")
+
+
+def remove_unfinished_checkpoint_writes(checkpoint_dir: str | os.PathLike) -> list[Path]:
+    """Delete the temp files of checkpoint writes that never completed; return them.
+
+    Spark 4 refuses to start batch 0 beside one (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY),
+    so a job stopped by a full disk in its first batch could not restart. Only a job starts
+    on its checkpoint, and none runs yet, so no write is in progress.
+    """
+    removed = []
+    for root, _, files in os.walk(checkpoint_dir):
+        for name in files:
+            if _SPARK_TEMP.match(name):
+                path = Path(root) / name
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
+
+
+def run_job(cfg: Config, duration: float | None = None, forward: str | None = None) -> int:
+    """Serve the Market Spread query until SIGTERM/SIGINT or `duration`; return exit code.
+
+    Raises DiskFull (one line for the user) when a write of results or checkpoint found
+    no space, at start or in any batch: Spark commits a batch only after all its files are
+    written, so the restarted job redoes that batch and its results are exact.
+    """
+    from engine.storage.diskspace import is_disk_full
+    try:
+        return _run_job(cfg, duration, forward)
+    except DiskFull:
+        raise
+    except Exception as e:
+        if is_disk_full(e):
+            raise _disk_full(cfg) from None
+        raise
+
+
+def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
+    from engine.storage.diskspace import is_disk_full
+    from engine.ingress.log import read_consumed, read_head
+    from engine.spark.job import start_query, stop_query
+    from engine.spark.session import build_session
+
+    cfg.log_dir.mkdir(parents=True, exist_ok=True)
+    if removed := remove_unfinished_checkpoint_writes(cfg.checkpoint_dir):
+        log.info("removed %d unfinished checkpoint writes (a full disk or a crash left them): %s",
+                 len(removed), ", ".join(str(p.relative_to(cfg.checkpoint_dir)) for p in removed[:5]))
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    from engine.storage.retention import RetentionPolicy
+    policy = RetentionPolicy.from_settings(cfg.log_retention, cfg.results_retention, cfg.results_retention_bytes)
+    spark = build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui,
+                          checkpoint_batches=cfg.checkpoint_batches)
+    shipper = writer = listener = alerts = None
+    if cfg.metrics:
+        from engine.output.metrics_shipper import MetricsShipper, run_id_for
+        from marketspread.metrics_wiring import attach_listener, open_writer
+        run = run_id_for(cfg.state_dir)
+        writer = open_writer(cfg.state_dir, "job", background=True)
+        shipper = MetricsShipper(cfg.out_dir, run, writer, tasks=cfg.shards).start()
+        listener = attach_listener(spark, run, writer, cfg.log_dir)
+        from alerts.evaluator import start_evaluator
+        alerts = start_evaluator(cfg.state_dir, writer)
+    query = start_query(spark, cfg, listener)
+    log.info("job started on %s: log %s, results %s, checkpoint %s", cfg.master, cfg.log_dir,
+             cfg.out_dir, cfg.checkpoint_dir)
+    from engine.storage.retention_worker import RetentionWorker
+    retention = RetentionWorker(cfg, policy).start()
+    forwarder = None
+    if forward:
+        from engine.output.forwarder import ResultForwarder
+        host, _, port = forward.rpartition(":")
+        forwarder = ResultForwarder(cfg.out_dir, host or "127.0.0.1", int(port)).start()
+    t_end = time.monotonic() + duration if duration else None
+    last, last_consumed = time.monotonic(), read_consumed(cfg.log_dir)
+    failure: DiskFull | None = None
+    try:
+        while not stop.wait(0.5):
+            if query.exception() is not None:
+                if is_disk_full(query.exception()):
+                    failure = _disk_full(cfg)
+                    break
+                log.error("query failed: %s", query.exception())
+                return 1
+            if t_end and time.monotonic() >= t_end:
+                break
+            now = time.monotonic()
+            if now - last >= 5:
+                # Spark's row counts are blocks of events (records.py); count events in the log.
+                consumed, head = read_consumed(cfg.log_dir), read_head(cfg.log_dir)
+                p = query.lastProgress or {}
+                log.info("batch %s: %.0f events/s committed, last batch %s ms, backlog %d events",
+                         p.get("batchId", "-"), (consumed - last_consumed) / (now - last),
+                         (p.get("durationMs") or {}).get("triggerExecution", "-"), head - consumed)
+                last, last_consumed = now, consumed
+    finally:
+        stop_query(spark, query)
+        retention.stop()
+        if listener is not None:
+            from marketspread.metrics_wiring import detach_listener
+            detach_listener(spark, listener)
+        if forwarder is not None:
+            forwarder.stop()
+        if alerts is not None:
+            alerts.stop()
+        if shipper is not None:
+            shipper.stop()
+            writer.close(timeout=10)
+        spark.stop()
+        log.info("job stopped")
+    if failure is not None:
+        raise failure
+    return 0

@@ -1,0 +1,146 @@
+"""Facts about the machine and the CPU and memory of running processes, read from /proc.
+
+No psutil: Linux's /proc says all a benchmark needs. A process "tree" here is a session
+(perf/fleet.py starts each command as a session leader), so the job's figures include
+Spark's JVM and its Python workers, not just the driver's Python process.
+"""
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class MachineInfo:
+    """The machine a run ran on."""
+    hostname: str
+    cores: int                       # logical CPUs online
+    usable_cores: int                # in this process' affinity mask
+    cpu_model: str
+    mem_total_bytes: int
+    kernel: str
+    python: str
+
+
+@dataclass(frozen=True)
+class CpuMem:
+    """Cumulative CPU seconds per process and the resident memory of a set of processes at one moment."""
+    wall_ns: int
+    cpu_s: dict[int, float]          # pid -> user + system seconds since it started
+    rss_bytes: int
+
+    @property
+    def processes(self) -> int:
+        return len(self.cpu_s)
+
+
+@dataclass(frozen=True)
+class ProcessSample:
+    """CPU use (since the previous sample) and memory of one named process tree."""
+    name: str
+    time_ns: int
+    cpu_percent: float               # 100 = one core busy
+    rss_bytes: int
+    processes: int
+
+
+def machine_info() -> MachineInfo:
+    """Describe this machine from /proc/cpuinfo and /proc/meminfo."""
+    model = platform.processor() or "unknown"
+    try:
+        for line in (PROC / "cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return MachineInfo(hostname=platform.node(), cores=os.cpu_count() or 1,
+                       usable_cores=len(os.sched_getaffinity(0)), cpu_model=model,
+                       mem_total_bytes=_meminfo_kb("MemTotal") * 1024, kernel=platform.release(),
+                       python=platform.python_version())
+
+
+def _meminfo_kb(key: str) -> int:
+    for line in (PROC / "meminfo").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def parse_stat(text: str) -> tuple[int, float]:
+    """Return (session id, user + system CPU seconds) from the text of /proc/<pid>/stat."""
+    fields = text[text.rindex(")") + 2:].split()    # the name may hold spaces and parentheses
+    return int(fields[3]), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def parse_rss_kb(status_text: str) -> int:
+    """Return VmRSS in kB from the text of /proc/<pid>/status (0 for a kernel thread or zombie)."""
+    for line in status_text.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def session_usage(sid: int, wall_ns: int) -> CpuMem:
+    """Sum CPU seconds and RSS over the live processes of session `sid`."""
+    cpu: dict[int, float] = {}
+    rss = 0
+    for d in PROC.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            session, cpu_s = parse_stat((d / "stat").read_text())
+            if session != sid:
+                continue
+            rss_kb = parse_rss_kb((d / "status").read_text())
+        except (OSError, ValueError, IndexError):    # gone meanwhile
+            continue
+        cpu[int(d.name)] = cpu_s
+        rss += rss_kb * 1024
+    return CpuMem(wall_ns, cpu, rss)
+
+
+def cpu_percent(prev: CpuMem, cur: CpuMem) -> float:
+    """Return the CPU use between two readings, in % of one core.
+
+    Summed per process: one still there adds what it used since the previous reading, one
+    that started meanwhile all it used; one that ended meanwhile is not seen (its last
+    moments are missed, but it never turns the sum negative).
+    """
+    dt = (cur.wall_ns - prev.wall_ns) / 1e9
+    if dt <= 0:
+        return 0.0
+    used = sum(max(0.0, cpu - prev.cpu_s.get(pid, 0.0)) for pid, cpu in cur.cpu_s.items())
+    return 100.0 * used / dt
+
+
+class SessionSampler:
+    """Sample the CPU and memory of named sessions (e.g. `job`, `ingress`) over time.
+
+        sampler = SessionSampler({"job": job_pid, "ingress": ingress_pid})
+        sampler.sample(time.time_ns())       # every second
+        sampler.samples                      # [ProcessSample, ...]
+    """
+
+    def __init__(self, sessions: dict[str, int]):
+        self.sessions = dict(sessions)
+        self.samples: list[ProcessSample] = []
+        self._last: dict[str, CpuMem] = {}
+
+    def sample(self, wall_ns: int) -> list[ProcessSample]:
+        """Read every session once; return the new samples (none for a session's first reading)."""
+        out = []
+        for name, sid in self.sessions.items():
+            cur = session_usage(sid, wall_ns)
+            prev = self._last.get(name)
+            self._last[name] = cur
+            if prev is not None and cur.processes:
+                out.append(ProcessSample(name, wall_ns, round(cpu_percent(prev, cur), 2), cur.rss_bytes,
+                                         cur.processes))
+        self.samples += out
+        return out

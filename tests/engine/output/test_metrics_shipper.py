@@ -1,0 +1,126 @@
+"""The shipper's restart position: a job killed at any moment loses no latency interval.
+
+A crash loses what the writer still held in memory; the restarted shipper must re-read
+exactly the batches that rebuild those intervals whole, and never rewrite a delivered
+interval with part of its samples.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from collector.backpressure import StepBusy
+from collector.samples import encode_samples, record_step
+from engine.spark.batch_output import write_shard_metrics
+from engine.output.metrics_shipper import MetricsShipper, ShipPosition, committed_intervals
+from engine.output.results import commit_log_dir
+
+RUN = "r1"
+S = 1_000_000_000
+
+
+class LossyWriter:
+    """Holds points in memory until `deliver()`; `crash()` loses what it still holds.
+
+    Delivered points are kept as InfluxDB keeps them: one per series and time, the last
+    write replacing the one before.
+    """
+
+    def __init__(self, store: dict):
+        self.store = store
+        self.held: list = []
+        self.added = self.done = 0
+
+    def add(self, points, rp=None) -> int:
+        self.held.extend(points)
+        self.added += len(points)
+        return self.added
+
+    def delivered(self) -> int:
+        return self.done
+
+    def deliver(self, upto: int | None = None) -> None:
+        upto = self.added if upto is None else min(upto, self.added)
+        for p in self.held[:upto - self.done]:
+            self.store[(p.measurement, tuple(sorted(p.tags.items())), p.time_ns)] = p.fields
+        del self.held[:upto - self.done]
+        self.done = upto
+
+
+def _stored(store: dict) -> Counter:
+    out = Counter()
+    for (meas, tags, ts), fields in store.items():
+        t = dict(tags)
+        if meas == "latency" and "interval" not in t:
+            out[(ts, t["step"], t["pipeline"], t["worker"])] = fields["count"]
+    return out
+
+
+def _write_batches(out, first: int, n: int, t0: int, rng) -> None:
+    """Batches 0.3 s apart, each with samples of two shards: intervals straddle batches.
+
+    As in Spark, a batch's tasks run after the batch before it committed.
+    """
+    for b in range(first, first + n):
+        ts = t0 + b * 3 * S // 10
+        for shard in range(2):
+            values = rng.integers(1_000, 10**8, size=int(rng.integers(1, 50)))
+            samples = [record_step("start-to-end", "orders", f"w/p{shard}", values, ts + shard),
+                       record_step("source", "nbbo", f"w/p{shard}", values[:5], ts + shard)]
+            busy = StepBusy(f"w/p{shard}", ts, {"source": 1000}).to_bytes()
+            write_shard_metrics(out, b, shard, encode_samples([s for s in samples if s]), busy)
+        d = commit_log_dir(out)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / str(b)).write_text("v1\n{}")
+        os.utime(d / str(b), ns=(ts + 2 * S // 10, ts + 2 * S // 10))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_crash_with_undelivered_intervals_loses_none_and_double_counts_none(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    out = tmp_path / "state" / "results"
+    t0 = time.time_ns() - 80 * S            # in the past: intervals close as soon as read
+    store: dict = {}
+    written = 0
+    for life in range(4):                   # three crashes, then a clean stop
+        more = int(rng.integers(5, 40))
+        _write_batches(out, written, more, t0, rng)
+        written += more
+        writer = LossyWriter(store)
+        shipper = MetricsShipper(out, RUN, writer, tasks=2)
+        shipper.ship_once()
+        if life < 3:
+            writer.deliver(int(rng.integers(0, writer.added + 1)))   # part reached InfluxDB
+            shipper.ship_once()                                        # saves the position
+            continue                                                   # crash: the rest is lost
+        shipper.stop()
+        writer.deliver()
+    want = committed_intervals(out, RUN)
+    assert sum(want.values()) > 0
+    assert _stored(store) == want
+
+
+def test_position_moves_on_only_as_the_writer_delivers(tmp_path):
+    out = tmp_path / "state" / "results"
+    t0 = time.time_ns() - 60 * S
+    _write_batches(out, 0, 10, t0, np.random.default_rng(1))
+    writer = LossyWriter({})
+    shipper = MetricsShipper(out, RUN, writer, tasks=2)
+    shipper.ship_once()
+    pos = ShipPosition.load(out / "metrics-position")
+    assert pos.batch == 0 and pos.floor_ns <= t0                     # nothing delivered yet
+    writer.deliver()
+    shipper.ship_once()
+    pos = ShipPosition.load(out / "metrics-position")
+    # all delivered: only batches a later batch's samples may still share an interval with
+    assert 0 < pos.batch < 10 and pos.floor_ns > t0
+
+
+def test_a_bare_batch_number_from_an_older_version_still_loads(tmp_path):
+    (tmp_path / "metrics-position").write_text("42")
+    assert ShipPosition.load(tmp_path / "metrics-position") == ShipPosition(42, 0)
+    assert ShipPosition.load(tmp_path / "missing") == ShipPosition(0, 0)

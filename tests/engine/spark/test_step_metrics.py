@@ -1,0 +1,66 @@
+"""Step samples: the one-pass recording equals a plain per-pipeline, per-mask recording."""
+from __future__ import annotations
+
+import numpy as np
+
+from collector.samples import STEP_CHECK, STEP_E2E, STEP_SINK, STEP_SOURCE, record_step
+from engine.wire.fixish import NBBO_TYPE, ORDER_TYPE
+from engine.wire.records import EVENT_DTYPE
+from engine.spark.step_metrics import sink_samples, source_samples, state_samples
+
+
+def task_samples(ev, rejected, worker, t0, t1, written):
+    """What one batch's state task records for its source, state and sink steps."""
+    return (source_samples(ev, worker, t0) + state_samples(ev, rejected, worker, t0, t1)
+            + sink_samples(np.ascontiguousarray(ev["ingest_ns"])[rejected], worker, t1, written))
+
+
+def _plain(ev, rejected, t0, t1, written):
+    """The obvious way: a mask per pipeline, a histogram per mask."""
+    out = {}
+    done = np.ones(len(ev), bool)
+    done[rejected] = False
+    for kind, name in ((NBBO_TYPE, "nbbo"), (ORDER_TYPE, "orders")):
+        mine = ev["kind"] == kind
+        out[(STEP_SOURCE, name)] = record_step(STEP_SOURCE, name, "w", t0 - ev["ingest_ns"][mine], t0)
+        out[(STEP_CHECK, name)] = record_step(STEP_CHECK, name, "w", np.array([t1 - t0]), t1, repeat=int(mine.sum()))
+        late = np.zeros(len(ev), np.int64)
+        late[done] = t1 - ev["ingest_ns"][done]
+        late[rejected] = written - ev["ingest_ns"][rejected]
+        out[(STEP_E2E, name)] = record_step(STEP_E2E, name, "w", late[mine], t1)
+    out[(STEP_SINK, "orders")] = record_step(STEP_SINK, "orders", "w", np.array([written - t1]), written,
+                                             repeat=len(rejected))
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _merged(samples):
+    by = {}
+    for s in samples:
+        key = (s.step, s.pipeline)
+        dense = by.setdefault(key, {})
+        for i, c in zip(s.counts.indices.tolist(), s.counts.counts.tolist()):
+            dense[i] = dense.get(i, 0) + c
+    return by
+
+
+def test_task_samples_equal_plain_recording():
+    rng = np.random.default_rng(3)
+    n = 20_000
+    ev = np.zeros(n, EVENT_DTYPE)
+    t0 = 10**18
+    ev["ingest_ns"] = t0 - rng.integers(1_000, 10**9, n)
+    ev["kind"] = np.where(rng.random(n) < 0.5, NBBO_TYPE, ORDER_TYPE)
+    rejected = np.flatnonzero((ev["kind"] == ORDER_TYPE) & (rng.random(n) < 0.1))
+    t1, written = t0 + 3_000_000, t0 + 5_000_000
+    got = _merged(task_samples(ev, rejected, "w", t0, t1, written))
+    want = _merged(_plain(ev, rejected, t0, t1, written).values())
+    assert got == want
+    assert sum(sum(d.values()) for (step, _), d in got.items() if step == STEP_E2E) == n
+
+
+def test_a_batch_without_results_or_orders():
+    ev = np.zeros(5, EVENT_DTYPE)
+    ev["kind"] = NBBO_TYPE
+    ev["ingest_ns"] = 100
+    got = _merged(task_samples(ev, np.empty(0, np.int64), "w", 1_000, 2_000, 2_000))
+    assert set(got) == {(STEP_SOURCE, "nbbo"), (STEP_CHECK, "nbbo"), (STEP_E2E, "nbbo")}

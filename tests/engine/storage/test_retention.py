@@ -1,0 +1,205 @@
+"""Retention: what may be deleted (pure), deleting it on real files, and readers that fall behind."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from engine.spark.batch_output import stamp_frames, write_shard_results
+from engine.spark.checkpoint import committed_end_offset
+from engine.config import Config
+from marketspread.demo import pump_log
+from engine.wire.fixish import RESULT_LEN
+from engine.output.forwarder import ResultForwarder
+from engine.ingress.log import LogReader, LogWriter, segment_firsts, write_hold
+from engine.output.results import RESULT_BLOCK_DTYPE, RESULT_FRAME, BatchTail, read_committed, read_retained, retained_from
+from engine.storage.retention import BatchFootprint, RetentionPolicy, log_keep_from, missed_batches, parse_duration_s, parse_size_bytes, results_keep_from, segments_to_delete
+from engine.storage.retention_worker import RetentionWorker
+from engine.spark.session import _private_dir, remove_dead_temp
+from engine.tools.receiver import Receiver
+
+S = 1_000_000_000
+
+
+# --------------------------------------------------------------------------- pure decisions
+
+def test_parses_kafka_style_times_and_sizes_and_off():
+    assert parse_duration_s("24h") == 86400 and parse_duration_s("90m") == 5400 and parse_duration_s("30") == 30
+    assert parse_duration_s("1.5s") == 1.5 and parse_duration_s("7d") == 7 * 86400
+    assert parse_size_bytes("10GiB") == 10 << 30 and parse_size_bytes("500MB") == 500_000_000
+    assert parse_size_bytes("4096") == 4096
+    for off in ("0", "off", "none"):
+        assert parse_duration_s(off) is None and parse_size_bytes(off) is None
+    for bad in ("-1h", "1 fortnight", "h"):
+        with pytest.raises(ValueError, match="is not a time"):
+            parse_duration_s(bad)
+    with pytest.raises(ValueError, match="is not a size"):
+        parse_size_bytes("12 apples")
+
+
+def test_log_segments_go_only_below_the_committed_end_and_the_hold_never_the_newest():
+    assert log_keep_from(None, None) == 0                       # nothing committed: keep all
+    assert log_keep_from(250, None) == 250 and log_keep_from(250, 120) == 120
+    firsts = [0, 100, 200, 300]
+    assert segments_to_delete(firsts, 100, 250) == [0, 100]
+    assert segments_to_delete(firsts, 100, 200) == [0, 100]     # [100, 200) is wholly below 200
+    assert segments_to_delete(firsts, 100, 199) == [0]
+    assert segments_to_delete(firsts, 100, 10_000) == [0, 100, 200]   # the newest always stays
+    assert segments_to_delete([], 100, 10_000) == []
+
+
+def _fp(batch, nbytes=100, age_s=0.0, now=1000 * S):
+    return BatchFootprint(batch, nbytes, int(now - age_s * S))
+
+
+def test_results_go_oldest_first_by_age_or_size_never_the_newest_committed():
+    now = 1000 * S
+    by_age = RetentionPolicy(results_age_s=60, results_bytes=None)
+    batches = [_fp(0, age_s=300), _fp(1, age_s=120), _fp(3, age_s=30), _fp(4, age_s=1)]
+    assert results_keep_from(batches, committed=4, now_ns=now, policy=by_age) == 2   # 2 wrote nothing
+    by_size = RetentionPolicy(results_age_s=None, results_bytes=250)
+    assert results_keep_from(batches, committed=4, now_ns=now, policy=by_size) == 2  # 400 -> 200 bytes
+    tiny = RetentionPolicy(results_age_s=0.001, results_bytes=1)
+    assert results_keep_from(batches, committed=4, now_ns=now, policy=tiny) == 4     # 4 is the newest committed
+    assert results_keep_from(batches, committed=3, now_ns=now, policy=tiny) == 2     # 3 is the newest committed
+    keep_all = RetentionPolicy(results_age_s=None, results_bytes=None)
+    assert results_keep_from(batches, committed=4, now_ns=now, policy=keep_all) == 0
+    assert results_keep_from(batches[2:], committed=4, now_ns=now, policy=tiny, current=3) == 4
+    assert missed_batches(2, 5) == 3 and missed_batches(7, 5) == 0
+
+
+# --------------------------------------------------------------------------- on real files
+
+def _write_batch(out, batch: int, seqs: list[int]) -> None:
+    rows = np.zeros(len(seqs), dtype=RESULT_BLOCK_DTYPE)
+    rows["seq"], rows["ingest_ns"] = seqs, seqs
+    rows["frame"]["len"] = RESULT_LEN
+    rows["frame"]["account"] = seqs
+    frames, sidecar = stamp_frames(rows, now_ns=123)
+    write_shard_results(out, batch, 0, frames, sidecar)
+
+
+def _commit(cp, batch: int, end_seq: int) -> None:
+    """A commit log entry and its offset log entry, as Spark writes them."""
+    (cp / "commits").mkdir(parents=True, exist_ok=True)
+    (cp / "offsets").mkdir(parents=True, exist_ok=True)
+    (cp / "offsets" / str(batch)).write_text("v1\n" + json.dumps({"batchWatermarkMs": 0, "conf": {}})
+                                             + "\n" + json.dumps({"seq": end_seq}))
+    (cp / "commits" / str(batch)).write_text("v1\n{}")
+
+
+def _cfg(tmp_path, **kw) -> Config:
+    return Config(state_dir=tmp_path / "state", **kw)
+
+
+def test_worker_deletes_committed_log_segments_and_keeps_what_a_restart_or_a_hold_needs(tmp_path):
+    cfg = _cfg(tmp_path, results_retention="0", results_retention_bytes="0")
+    w = LogWriter(cfg.log_dir, segment_records=100, fsync=False)
+    w.append(np.zeros((350, 56), np.uint8), 1)
+    w.close()
+    worker = RetentionWorker(cfg, segment_records=100)
+    assert worker.run_once().segments == 0                      # nothing committed yet
+    _commit(cfg.checkpoint_dir, 4, 250)
+    (cfg.checkpoint_dir / "offsets" / "5").write_text("v1\n{}\n{\"seq\": 340}")   # planned, not committed
+    assert committed_end_offset(cfg.checkpoint_dir) == 250
+    write_hold(cfg.log_dir, 150)
+    p = worker.run_once()
+    assert (p.segments, p.log_bytes) == (1, 100 * 64) and segment_firsts(cfg.log_dir) == [100, 200, 300]
+    (cfg.log_dir / "hold").unlink()
+    worker.run_once()
+    assert segment_firsts(cfg.log_dir) == [200, 300]
+    assert LogReader(cfg.log_dir, segment_records=100).read(250, 350).shape == (100, 64)   # a restart re-reads this
+    with pytest.raises(FileNotFoundError):
+        LogReader(cfg.log_dir, segment_records=100).read(150, 250)
+    kept = RetentionWorker(_cfg(tmp_path, log_retention=False, results_retention="0", results_retention_bytes="0"),
+                           segment_records=100)
+    _commit(cfg.checkpoint_dir, 5, 350)
+    assert kept.run_once().segments == 0 and segment_firsts(cfg.log_dir) == [200, 300]
+
+
+def test_worker_deletes_result_batches_by_size_and_readers_see_whole_batches_only(tmp_path, caplog):
+    cfg = _cfg(tmp_path, results_retention="0", results_retention_bytes="1")   # as small as possible
+    for b in range(6):
+        _write_batch(cfg.out_dir, b, [10 * b, 10 * b + 1])
+    tail = BatchTail(cfg.out_dir, reader="test reader")
+    _commit(cfg.checkpoint_dir, 0, 10)
+    assert [m.batch for m in tail.poll()] == [0]
+    for b in range(1, 5):
+        _commit(cfg.checkpoint_dir, b, 10 * (b + 1))               # 5 written, not committed
+    p = RetentionWorker(cfg).run_once()
+    assert p.batches == 4 and p.results_bytes > 0 and retained_from(cfg.out_dir) == 4
+    assert sorted(os.listdir(cfg.out_dir / "batches")) == [f"{4:012d}", f"{5:012d}"]
+    with caplog.at_level(logging.WARNING, logger="engine.output.results"):
+        got = tail.poll()
+    assert [m.batch for m in got] == [4] and tail.missed == 3 and tail.next_batch == 5
+    assert "test reader fell behind the results retention: batches 1..3 (3 batches)" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="engine.output.results"):
+        frames, side = read_committed(cfg.out_dir)
+    assert side[:, 0].tolist() == [40, 41] and frames["account"].tolist() == [40, 41]
+    assert "batches 0..3 (4 batches) were deleted by retention" in caplog.text
+    r = read_retained(cfg.out_dir)
+    assert (r.first, r.last) == (4, 4)
+
+
+def test_worker_keeps_every_batch_under_the_bounds(tmp_path):
+    cfg = _cfg(tmp_path)                                             # defaults: 24h, 10GiB
+    for b in range(3):
+        _write_batch(cfg.out_dir, b, [b])
+        _commit(cfg.checkpoint_dir, b, b + 1)
+    assert RetentionWorker(cfg).run_once().batches == 0 and retained_from(cfg.out_dir) == 0
+    assert read_committed(cfg.out_dir)[1][:, 0].tolist() == [0, 1, 2]
+
+
+def test_a_forwarder_behind_retention_says_how_many_batches_it_missed_and_sends_the_rest_once(tmp_path, caplog):
+    cfg = _cfg(tmp_path, results_retention="0", results_retention_bytes="1")
+    for b in range(8):
+        _write_batch(cfg.out_dir, b, [b])
+        _commit(cfg.checkpoint_dir, b, b + 1)
+    RetentionWorker(cfg).run_once()                                  # keeps batch 7 only
+    assert retained_from(cfg.out_dir) == 7
+    for b in range(8, 10):
+        _write_batch(cfg.out_dir, b, [b])
+        _commit(cfg.checkpoint_dir, b, b + 1)
+    with Receiver("127.0.0.1", 0, tmp_path / "got.bin") as rec, \
+            caplog.at_level(logging.WARNING, logger="engine.output.results"):
+        fwd = ResultForwarder(cfg.out_dir, "127.0.0.1", rec.port).start()
+        assert rec.wait_for(3, timeout=30)
+        fwd.stop()
+    got = np.fromfile(tmp_path / "got.bin", dtype=RESULT_FRAME)
+    assert got["account"].tolist() == [7, 8, 9] and fwd.missed == 7
+    assert "the result forwarder fell behind the results retention: batches 0..6 (7 batches)" in caplog.text
+    assert (cfg.out_dir / "forwarded").read_text() == "10"
+
+
+# --------------------------------------------------------------------------- scratch folders, process logs
+
+def test_scratch_folders_of_dead_processes_go_and_live_ones_stay(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / f"{dead.pid}-12345-abc").mkdir()                     # its process is gone
+    (tmp_path / f"{os.getpid()}-1-abc").mkdir()                      # a pid reused by another process
+    mine = _private_dir(tmp_path, "")                                # this process: alive
+    (tmp_path / "unrelated").mkdir()
+    removed = remove_dead_temp(tmp_path, "")
+    assert sorted(p.name for p in removed) == sorted([f"{dead.pid}-12345-abc", f"{os.getpid()}-1-abc"])
+    assert sorted(os.listdir(tmp_path)) == sorted([os.path.basename(mine), "unrelated"])
+
+
+def test_a_childs_output_is_rotated_and_bounded(tmp_path):
+    path = tmp_path / "child.log"
+    script = "for i in range(20000): print(f'line {i:06d} ' + 'x' * 80)"
+    child = subprocess.Popen([sys.executable, "-c", script],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    pump = pump_log(child.stdout, path, max_bytes=200_000, backups=3)
+    assert child.wait(timeout=60) == 0
+    pump.join(timeout=60)
+    files = sorted(tmp_path.iterdir())
+    assert [f.name for f in files] == ["child.log", "child.log.1", "child.log.2", "child.log.3"]
+    assert all(f.stat().st_size <= 200_000 for f in files)
+    assert path.read_text().splitlines()[-1].startswith("line 019999 ")          # the newest lines are kept

@@ -1,0 +1,67 @@
+"""`replay --run-id` names a folder inside the state folder, never a path: hostile ids are refused.
+
+The command runs as a real process; a refused id must leave every folder as it was (before
+the fix, `--run-id /some/dir` removed that folder and `--run-id ..` the state folder itself).
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perf.fleet import marketspread_cmd
+from collector.settings import PROJECT_ROOT
+
+ROOT = PROJECT_ROOT
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else b"<dir>" for p in folder.rglob("*")}
+
+
+@pytest.fixture
+def layout(tmp_path):
+    """A state folder with a kept replay, and a victim folder beside it, both with files in them."""
+    state, victim = tmp_path / "state", tmp_path / "victim"
+    (state / "replays" / "kept").mkdir(parents=True)
+    (state / "replays" / "kept" / "results.bin").write_bytes(b"kept replay")
+    (state / "ingress").mkdir()
+    (state / "ingress" / "seg-0.log").write_bytes(b"live log")
+    victim.mkdir()
+    (victim / "precious.txt").write_text("do not delete")
+    nbbo, orders = tmp_path / "nbbo.msg", tmp_path / "orders.msg"
+    nbbo.write_bytes(b"")
+    orders.write_bytes(b"")
+    return tmp_path
+
+
+def _replay(root: Path, run_id: str) -> subprocess.CompletedProcess:
+    argv = marketspread_cmd() + ["replay", "--state-dir", str(root / "state"), "--nbbo", str(root / "nbbo.msg"),
+                                 "--orders", str(root / "orders.msg"), "--out", str(root / "out.msg"),
+                                 "--run-id", run_id, "--no-metrics"]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
+    return subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("run_id, reason", [
+    ("../victim", "contains a path separator"),
+    ("..", "contains '..'"),
+    ("../../victim", "contains a path separator"),
+    ("VICTIM_ABS", "contains a path separator"),                 # replaced by the victim's absolute path
+    ("kept", "exists already"),                                  # a kept replay is not wiped either
+    ("run\n", "control character"),
+    ("", "non-empty"),
+    ("_x", "must start with a letter or digit"),
+])
+def test_hostile_run_ids_are_refused_and_nothing_is_touched(layout, run_id, reason):
+    if run_id == "VICTIM_ABS":
+        run_id = str(layout / "victim")
+    before = _tree(layout)
+    done = _replay(layout, run_id)
+    assert done.returncode == 2, done.stderr[-2000:]
+    err = done.stderr.strip().splitlines()
+    assert err and err[-1].startswith("marketspread replay: error: ") and reason in err[-1], done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert _tree(layout) == before                               # state, kept replay and victim as they were
