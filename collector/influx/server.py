@@ -42,7 +42,9 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from collector.influx import DEFAULT_DB, DEFAULT_PORT, InfluxClient, InfluxConfig, InfluxError, describe_policies, ensure_database, quote_ident, setup_statements
+from collector.influx.client import InfluxClient, InfluxError, quote_ident
+from collector.influx.config import DEFAULT_DB, DEFAULT_PORT, InfluxConfig
+from collector.influx.schema import describe_policies, ensure_database, setup_statements
 from collector.settings import default_state_dir
 from collector.influx.credentials import AdminCredentials, create_credentials, credentials_path
 from collector.names import check_name

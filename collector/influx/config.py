@@ -1,0 +1,101 @@
+"""Where and how to reach InfluxDB: one typed config from `MS_INFLUX_*` variables.
+
+Without a URL it is the project's own server of the state folder, with its admin's
+credentials; credentials are never logged and are redacted from every repr.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+from urllib.parse import unquote, urlsplit
+
+from collector.influx.credentials import credentials_path, load_credentials, recorded_url
+from collector.settings import default_state_dir
+
+DEFAULT_PORT = 18086                     # the project's own server; 8086 is left to a system InfluxDB
+DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
+DEFAULT_DB = "marketspread"
+DEFAULT_SPOOL_BYTES = 256 << 20
+
+
+@dataclass(frozen=True, repr=False)
+class InfluxConfig:
+    """Where and how to reach InfluxDB; from `MS_INFLUX_*` variables with single-machine defaults.
+
+    `password` and `token` are redacted from `repr()`/`str()`, so a config can be logged.
+    A token is sent as `Authorization: Token ...` (InfluxDB 2.x/3.x); user and password
+    as HTTP Basic authentication (1.x, and 2.x's v1 compatibility).
+    """
+    url: str = DEFAULT_URL
+    db: str = DEFAULT_DB
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    timeout: float = 10.0
+    spool_max_bytes: int = DEFAULT_SPOOL_BYTES
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ, **overrides: Any) -> "InfluxConfig":
+        """Build from defaults, then `MS_INFLUX_*` variables, then non-None overrides.
+
+        Without a URL it is the project's own server of the state folder (`MS_STATE_DIR`):
+        the port it runs on and, unless credentials are given, its admin's from its 0600 file.
+        """
+        env = lambda k: environ.get("MS_INFLUX_" + k) or None  # noqa: E731 - empty means unset
+        values: dict[str, Any] = {}
+        for key, name in (("url", "URL"), ("db", "DB"), ("user", "USER"), ("password", "PASSWORD"),
+                          ("token", "TOKEN")):
+            if env(name) is not None:
+                values[key] = env(name)
+        for key, name, typ in (("timeout", "TIMEOUT", float), ("spool_max_bytes", "SPOOL_BYTES", int)):
+            if env(name) is not None:
+                try:
+                    values[key] = typ(env(name))
+                except ValueError:
+                    raise ValueError(f"MS_INFLUX_{name}={env(name)!r} is not a valid {typ.__name__}") from None
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        config = cls(**values)._without_url_credentials()
+        return config._with_project_credentials(environ, url_given="url" in values)
+
+    def _with_project_credentials(self, environ: Mapping[str, str], url_given: bool) -> "InfluxConfig":
+        # Without a URL, the project's own server of the state folder is meant: the port it
+        # runs on, and (it runs with auth) its admin credentials from its 0600 file unless
+        # some were given. They go to no other URL than that server's.
+        state_dir = default_state_dir(environ)
+        running = recorded_url(state_dir)
+        config = self if url_given or not running else replace(self, url=running)
+        if config.user or config.password or config.token or \
+                config.url.rstrip("/") not in (running, DEFAULT_URL):
+            return config
+        creds = load_credentials(credentials_path(state_dir))
+        return config if creds is None else replace(config, user=creds.user, password=creds.password)
+
+    def as_env(self) -> dict[str, str]:
+        """Return the `MS_INFLUX_*` variables that make `from_env` rebuild this config (for child processes)."""
+        env = {"MS_INFLUX_URL": self.url, "MS_INFLUX_DB": self.db}
+        for key, name in (("user", "USER"), ("password", "PASSWORD"), ("token", "TOKEN")):
+            if getattr(self, key) is not None:
+                env["MS_INFLUX_" + name] = getattr(self, key)
+        return env
+
+    def _without_url_credentials(self) -> "InfluxConfig":
+        # http://user:pass@host:port moves into user/password so the URL itself can be logged
+        parts = urlsplit(self.url)
+        if parts.username is None and parts.password is None:
+            return self
+        host = parts.hostname or ""
+        netloc = f"[{host}]" if ":" in host else host
+        if parts.port:
+            netloc += f":{parts.port}"
+        return replace(self, url=parts._replace(netloc=netloc).geturl(),
+                       user=self.user or unquote(parts.username or "") or None,
+                       password=self.password or unquote(parts.password or "") or None)
+
+    def __repr__(self) -> str:
+        secret = lambda v: None if v is None else "***"  # noqa: E731
+        return (f"InfluxConfig(url={self.url!r}, db={self.db!r}, user={self.user!r}, "
+                f"password={secret(self.password)!r}, token={secret(self.token)!r}, "
+                f"timeout={self.timeout!r}, spool_max_bytes={self.spool_max_bytes!r})")
+
+    __str__ = __repr__

@@ -1,0 +1,148 @@
+"""Bounded on-disk store of encoded batches the server did not take yet (the writer's outage buffer)."""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import threading
+from collections import deque
+from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import quote, unquote
+
+log = logging.getLogger(__package__)     # the writer's logger, as before the split into modules
+
+
+class SpoolFile(NamedTuple):
+    path: Path
+    seq: int
+    points: int
+    nbytes: int
+    rp: str | None
+
+
+_SPOOL_NAME = re.compile(r"^(\d{16})\.(\d+)\.([^.]*)\.lp$")
+_DEFAULT_RP = "@"
+
+
+class Spool:
+    """Folder of line-protocol files named `<seq>.<points>.<rp>.lp`, oldest = lowest seq.
+
+    Bounded in bytes: past `max_bytes` the oldest files are deleted and their points
+    counted as dropped. Files are written to a temporary name and renamed, so a crash
+    leaves whole files only. One writer per folder (an exclusive lock file).
+    """
+
+    def __init__(self, path: Path, max_bytes: int):
+        self.path = Path(path)
+        self.max_bytes = max(0, int(max_bytes))
+        self.chunk_bytes = max(1, min(4 << 20, self.max_bytes // 16))
+        self._files: deque[SpoolFile] = deque()
+        self._inflight: SpoolFile | None = None
+        self._lock = threading.Lock()
+        self._lockfd: int | None = None
+        self._seq = 0
+        self.nbytes = 0
+        self.npoints = 0
+
+    def open(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RuntimeError(f"metrics spool {self.path} is in use by another writer") from None
+        self._lockfd = fd
+        found = []
+        for f in self.path.iterdir():
+            m = _SPOOL_NAME.match(f.name)
+            if m:
+                rp = unquote(m[3])
+                found.append(SpoolFile(f, int(m[1]), int(m[2]), f.stat().st_size,
+                                        None if rp == _DEFAULT_RP else rp))
+            elif f.name.endswith(".tmp"):
+                f.unlink(missing_ok=True)                # a write cut short by a crash
+        found.sort(key=lambda s: s.seq)
+        with self._lock:
+            self._files.extend(found)
+            self._seq = found[-1].seq + 1 if found else 0
+            self.nbytes = sum(s.nbytes for s in found)
+            self.npoints = sum(s.points for s in found)
+
+    def close(self) -> None:
+        if self._lockfd is not None:
+            os.close(self._lockfd)
+            self._lockfd = None
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def append(self, body: bytes, rp: str | None) -> tuple[int, int]:
+        """Store encoded lines; return (points stored, points dropped to stay in bounds)."""
+        stored = dropped = 0
+        pos = 0
+        while pos < len(body):
+            end = pos + self.chunk_bytes
+            if end >= len(body):
+                end = len(body)
+            else:
+                nl = body.rfind(b"\n", pos, end)
+                end = (nl if nl >= pos else body.index(b"\n", end)) + 1
+            chunk = body[pos:end]
+            pos = end
+            n = chunk.count(b"\n")
+            with self._lock:
+                seq = self._seq
+                self._seq += 1
+                name = f"{seq:016d}.{n}.{quote(rp or _DEFAULT_RP, safe='')}.lp"
+                tmp = self.path / (name + ".tmp")
+                tmp.write_bytes(chunk)
+                os.replace(tmp, self.path / name)
+                self._files.append(SpoolFile(self.path / name, seq, n, len(chunk), rp))
+                self.nbytes += len(chunk)
+                self.npoints += n
+                stored += n
+                dropped += self._evict()
+        return stored, dropped
+
+    def _evict(self) -> int:
+        dropped = 0
+        while self.nbytes > self.max_bytes and self._files:
+            idx = 1 if self._files[0] is self._inflight else 0
+            if idx >= len(self._files):
+                break
+            f = self._files[idx]
+            del self._files[idx]
+            f.path.unlink(missing_ok=True)
+            self.nbytes -= f.nbytes
+            self.npoints -= f.points
+            dropped += f.points
+        return dropped
+
+    def claim_oldest(self) -> tuple[SpoolFile, bytes] | None:
+        """Return the oldest file and its bytes, kept from eviction until `release`."""
+        with self._lock:
+            if not self._files:
+                return None
+            f = self._inflight = self._files[0]
+        try:
+            return f, f.path.read_bytes()
+        except OSError as e:                              # deleted by hand: forget it
+            log.warning("metrics spool file %s unreadable (%s); skipped", f.path, e)
+            self.release(f, done=True)
+            return None
+
+    def release(self, f: SpoolFile, done: bool) -> None:
+        """End a claim; `done` deletes the file (its points reached the server)."""
+        with self._lock:
+            self._inflight = None
+            if done:
+                try:
+                    self._files.remove(f)
+                except ValueError:
+                    return
+                f.path.unlink(missing_ok=True)
+                self.nbytes -= f.nbytes
+                self.npoints -= f.points
