@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from urllib.parse import unquote, urlsplit
 
 from collector.influx.credentials import credentials_path, load_credentials, recorded_url
-from collector.settings import default_state_dir
+from collector.settings import default_state_dir, env_values
 
 DEFAULT_PORT = 18086                     # the project's own server; 8086 is left to a system InfluxDB
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
@@ -42,18 +42,7 @@ class InfluxConfig:
         Without a URL it is the project's own server of the state folder (`MS_STATE_DIR`):
         the port it runs on and, unless credentials are given, its admin's from its 0600 file.
         """
-        env = lambda k: environ.get("MS_INFLUX_" + k) or None  # noqa: E731 - empty means unset
-        values: dict[str, Any] = {}
-        for key, name in (("url", "URL"), ("db", "DB"), ("user", "USER"), ("password", "PASSWORD"),
-                          ("token", "TOKEN")):
-            if env(name) is not None:
-                values[key] = env(name)
-        for key, name, typ in (("timeout", "TIMEOUT", float), ("spool_max_bytes", "SPOOL_BYTES", int)):
-            if env(name) is not None:
-                try:
-                    values[key] = typ(env(name))
-                except ValueError:
-                    raise ValueError(f"MS_INFLUX_{name}={env(name)!r} is not a valid {typ.__name__}") from None
+        values = env_values(cls, environ, prefix="MS_INFLUX_", names={"spool_max_bytes": "SPOOL_BYTES"})
         values.update({k: v for k, v in overrides.items() if v is not None})
         config = cls(**values)._without_url_credentials()
         return config._with_project_credentials(environ, url_given="url" in values)
