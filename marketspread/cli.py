@@ -59,7 +59,7 @@ def config_from(args: argparse.Namespace) -> Config:
 
 
 def _cmd_ingress(args) -> int:
-    from engine.ingress.server import run_ingress
+    from marketspread.ingress import run_ingress
     return run_ingress(config_from(args)) or 0
 
 

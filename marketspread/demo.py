@@ -90,7 +90,7 @@ def _warm_up(cfg: Config, nbbo: Path, procs: list[subprocess.Popen], stop: dict,
 def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, symbols: int = 350,
              ui_port: int = 8050) -> int:
     """Run the demo until Ctrl-C (or `duration` seconds); print a status line every 2 s."""
-    from engine.ingress.server import read_stats
+    from engine.ingress.stats import read_stats
     from engine.ingress.log import read_consumed, read_head
     from engine.output.results import BatchTail
     from engine.tools.generate import generate

@@ -134,7 +134,7 @@ class IngressMutedShare:
     def __call__(self, window_s: float) -> float | None:
         from collector.backpressure import IngressSample, muted_share
 
-        from engine.ingress.server import read_stats
+        from engine.ingress.stats import read_stats
         st = read_stats(self.log_dir)
         now = time.time_ns()
         if st is not None:
