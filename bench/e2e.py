@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from engine.config import Config  # noqa: E402
 from engine.wire.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE  # noqa: E402
 from perf.fleet import Fleet, Proc, check_alive, log_tail, session_members, signals_ignored, wait_until  # noqa: E402,F401
-from engine.ingress.server import read_stats  # noqa: E402
+from engine.ingress.stats import read_stats  # noqa: E402
 from engine.ingress.log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head  # noqa: E402
 from engine.output.results import read_batch, read_committed  # noqa: E402
 from engine.rule import WIDE_ABS, WIDE_REL  # noqa: E402

@@ -5,9 +5,11 @@ import argparse
 import logging
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from engine.config import Config
+from engine.spark.checkpoint import settle_shards
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -53,30 +55,28 @@ def config_from(args: argparse.Namespace) -> Config:
     over = {k: getattr(args, k, None) for k in keys}
     cfg = Config.from_env(**over)
     if over.get("max_backlog") is not None:
-        from dataclasses import replace
         cfg = replace(cfg, resume_backlog=cfg.max_backlog // 2)
     return cfg
 
 
 def _cmd_ingress(args) -> int:
-    from engine.ingress.server import run_ingress
+    from marketspread.ingress import run_ingress  # lazy: each command imports only its own modules
     return run_ingress(config_from(args)) or 0
 
 
 def _job_config(args) -> Config:
     """The config of a command that runs the job on a state folder: its checkpoint's shard count."""
-    from engine.spark.checkpoint import settle_shards
     explicit = getattr(args, "shards", None) is not None or "MS_SHARDS" in os.environ
     return settle_shards(config_from(args), explicit)
 
 
 def _cmd_job(args) -> int:
-    from marketspread.runner import run_job
+    from marketspread.runner import run_job  # lazy: pyspark
     return run_job(_job_config(args), duration=args.duration, forward=args.forward)
 
 
 def _cmd_replay(args) -> int:
-    from marketspread.replay import replay
+    from marketspread.replay import replay  # lazy: a command's own module
     rep = replay(args.nbbo, args.orders, args.out, config_from(args), run_id=args.run_id, keep=args.keep)
     print(f"replay {rep.run_id}: {rep.accepted} messages, {rep.bad} bad, {rep.results} results "
           f"in {rep.seconds:.1f} s -> {rep.out}")
@@ -85,20 +85,20 @@ def _cmd_replay(args) -> int:
 
 
 def _cmd_results(args) -> int:
-    from marketspread.replay import write_results
+    from marketspread.replay import write_results  # lazy: a command's own module
     n = write_results(config_from(args).out_dir, args.out)
     print(f"{n} result records -> {args.out}")
     return 0
 
 
 def _cmd_demo(args) -> int:
-    from marketspread.demo import run_demo
+    from marketspread.demo import run_demo  # lazy: a command's own module
     return run_demo(_job_config(args), rate=args.rate, duration=args.duration, symbols=args.symbols,
                     ui_port=args.ui_port)
 
 
 def _cmd_bench(args) -> int:
-    from perf.perftest import run_cli
+    from perf.perftest import run_cli  # lazy: a command's own package
     return run_cli(args, config_from(args))
 
 
@@ -113,15 +113,15 @@ _TOOLS = (("influxdb", "run the project's own InfluxDB server (start|stop|status
 def _tool_module(name: str):
     """Return the module with `add_arguments` and `run` of a command of another package."""
     if name == "influxdb":
-        from collector.influx import server as influx_server
+        from collector.influx import server as influx_server  # lazy: a command's own package
         return influx_server
     if name == "ui":
-        from metrics_ui import app
+        from metrics_ui import app  # lazy: Dash and Flask only for `ui`
         return app
     if name == "alerts":
-        from alerts import cli
+        from alerts import cli  # lazy: a command's own package
         return cli
-    from engine.tools import generate, receiver, sender
+    from engine.tools import generate, receiver, sender  # lazy: a command's own package
     return {"generate": generate, "send": sender, "receive": receiver}[name]
 
 
@@ -177,7 +177,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="performance test: run everything at a rate, record figures for comparison")
     _add_common(p)
     if chosen == "bench":
-        from perf import perftest
+        from perf import perftest  # lazy: a command's own package
         perftest.add_arguments(p)
     p.set_defaults(func=_cmd_bench)
 

@@ -18,7 +18,14 @@ import time
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
+from collector.influx.server import InfluxServer
+
 from engine.config import Config
+from engine.ingress.log import read_consumed, read_head
+from engine.ingress.stats import read_stats
+from engine.output.results import BatchTail
+from engine.tools.generate import generate
+from engine.tools.sender import send_files
 
 log = logging.getLogger(__name__)
 PRIMER = 1_000                 # quotes sent before the senders: the job's first batch
@@ -68,8 +75,6 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 
 def _warm_up(cfg: Config, nbbo: Path, procs: list[subprocess.Popen], stop: dict, logs: Path) -> bool:
     """Send the primer and wait for the job's first commit; False if a process died or we were stopped."""
-    from engine.ingress.log import read_consumed
-    from engine.tools.sender import send_files
     if read_consumed(cfg.log_dir) > 0:          # a restart on an existing log: the job is past its first batch
         return True
     print("waiting for Spark to start and commit its first micro-batch (the senders start then) ...", flush=True)
@@ -90,11 +95,6 @@ def _warm_up(cfg: Config, nbbo: Path, procs: list[subprocess.Popen], stop: dict,
 def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, symbols: int = 350,
              ui_port: int = 8050) -> int:
     """Run the demo until Ctrl-C (or `duration` seconds); print a status line every 2 s."""
-    from engine.ingress.server import read_stats
-    from engine.ingress.log import read_consumed, read_head
-    from engine.output.results import BatchTail
-    from engine.tools.generate import generate
-
     data = cfg.state_dir / "demo-data"
     logs = cfg.state_dir / "logs"
     data.mkdir(parents=True, exist_ok=True)
@@ -105,7 +105,6 @@ def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, sym
         generate(nbbo, orders, symbols=symbols, nbbo=1_000_000, orders=1_000_000, wide_share=0.1, seed=1)
     influx = None
     if not os.environ.get("MS_INFLUX_URL"):
-        from collector.influx.server import InfluxServer
         influx = InfluxServer(cfg.state_dir)
         status = influx.start()
         # URL and admin credentials for every child; a user's MS_INFLUX_DB stays

@@ -10,10 +10,15 @@ from pathlib import Path
 import numpy as np
 
 from collector.aggregate import IntervalAggregator
+from collector.backpressure import STEP_INGRESS as BP_INGRESS
+from collector.backpressure import WINDOW_S, IngressSample, backpressure_point, ingress_figures, muted_share
 from collector.histogram import SparseCounts, bucket_indices
 from collector.influx import InfluxClient, InfluxConfig, InfluxWriter, Point
 from collector.points import latency_point
 from collector.samples import STEP_INGRESS, StepSample, worker_name
+
+from engine.ingress.log import read_head
+from engine.ingress.stats import read_stats
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +84,6 @@ class IngressMetrics:
 
     def _status_points(self, now_ns: int) -> list[Point]:
         """The ingress' status point and its `backpressure` figures (muted share, backlog)."""
-        from collector.backpressure import STEP_INGRESS as BP_INGRESS
-        from collector.backpressure import WINDOW_S, IngressSample, backpressure_point, ingress_figures
         st = self.stats_fn()
         self._recent.append(IngressSample(now_ns, float(st.muted_seconds), int(st.backlog)))
         while self._recent and self._recent[0].ts_ns < now_ns - int(WINDOW_S * 1e9):
@@ -132,9 +135,6 @@ class IngressMutedShare:
         self._samples: collections.deque = collections.deque(maxlen=4096)
 
     def __call__(self, window_s: float) -> float | None:
-        from collector.backpressure import IngressSample, muted_share
-
-        from engine.ingress.server import read_stats
         st = read_stats(self.log_dir)
         now = time.time_ns()
         if st is not None:
@@ -146,10 +146,8 @@ class IngressMutedShare:
 
 def attach_listener(spark, run: str, writer, log_dir: Path):
     """Add the metrics listener to a session (before the query starts); return it."""
-    from spark_listener import SparkMetricsListener
-
-    from engine.spark.job import QUERY_NAME
-    from engine.ingress.log import read_head
+    from spark_listener import SparkMetricsListener  # lazy: pyspark; the ingress process imports this module
+    from engine.spark.job import QUERY_NAME  # lazy: pyspark and pandas, as above
     listener = SparkMetricsListener(run, writer, QUERY_NAME, muted_share_fn=IngressMutedShare(log_dir),
                                     latest_offset_fn=lambda: read_head(log_dir)).start()
     spark.streams.addListener(listener)

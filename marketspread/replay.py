@@ -21,7 +21,13 @@ import numpy as np
 from collector.names import check_name
 
 from engine.config import Config
+from engine.ingress.log import read_consumed
+from engine.ingress.server import IngressServer
+from engine.output.metrics_shipper import MetricsShipper
+from engine.output.results import read_committed
+from engine.spark.session import build_session
 from engine.wire.fixish import STREAM_NBBO, STREAM_ORDERS
+from marketspread.metrics_wiring import IngressMetrics, attach_listener, detach_listener, open_writer
 from marketspread.replay_timing import ReplayMoments, ReplayTiming, batch_spans, replay_timing
 
 log = logging.getLogger(__name__)
@@ -102,7 +108,6 @@ class _Feeder(threading.Thread):
 
 def write_results(out_dir: Path, out: Path) -> int:
     """Write committed results, in arrival order of their orders, to `out`; return count."""
-    from engine.output.results import read_committed
     frames, side = read_committed(out_dir)
     order = np.argsort(side[:, 0], kind="stable")
     tmp = out.with_name(out.name + ".tmp")
@@ -120,10 +125,8 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
     Latency metrics tagged `run=<run_id>` go to InfluxDB when `ship_metrics` is true
     (default: when `MS_INFLUX_URL` is set).
     """
-    from engine.ingress.server import IngressServer
-    from engine.ingress.log import read_consumed
-    from engine.spark.job import start_query, stop_query
-    from engine.spark.session import build_session
+    from engine.spark.job import start_query, stop_query  # lazy: pyspark, pandas; `marketspread results` needs neither
+    from marketspread.progress import ConsumedOffsetListener  # lazy: pyspark, as above
 
     # The run id names a folder this replay creates (and later deletes): one safe path
     # component, and never a folder that exists already.
@@ -141,8 +144,6 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
     server = IngressServer(rcfg)
     shipper = metrics = writer = None
     if ship_metrics if ship_metrics is not None else bool(os.environ.get("MS_INFLUX_URL")):
-        from engine.output.metrics_shipper import MetricsShipper
-        from marketspread.metrics_wiring import IngressMetrics, open_writer
         writer = open_writer(cfg.state_dir, f"replay-{run_id}")
         metrics = IngressMetrics(run_id, writer, server.stats).start()
         server.on_commit = metrics.on_commit
@@ -158,9 +159,8 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
                                        checkpoint_batches=cfg.checkpoint_batches)
         session_built = time.time()
         if writer is not None:
-            from marketspread.metrics_wiring import attach_listener
             listener = attach_listener(spark, run_id, writer, rcfg.log_dir)
-        query = start_query(spark, rcfg, listener)
+        query = start_query(spark, rcfg, listener, consumed=ConsumedOffsetListener(str(rcfg.log_dir), None))
         query_started = time.time()
         ingested = feeder.result()
         head = server.stats().head
@@ -182,7 +182,6 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         if query is not None:
             stop_query(spark, query)
         if listener is not None:
-            from marketspread.metrics_wiring import detach_listener
             detach_listener(spark, listener)
         server.stop()
         if shipper is not None:

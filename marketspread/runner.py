@@ -9,7 +9,19 @@ import threading
 import time
 from pathlib import Path
 
+from alerts.evaluator import start_evaluator
+
 from engine.config import Config
+from engine.ingress.log import read_consumed, read_head
+from engine.output.forwarder import ResultForwarder
+from engine.output.metrics_shipper import MetricsShipper, run_id_for
+from engine.spark.job import start_query, stop_query
+from engine.spark.session import build_session
+from engine.storage.diskspace import describe_free, is_disk_full
+from engine.storage.retention import RetentionPolicy
+from engine.storage.retention_worker import RetentionWorker
+from marketspread.metrics_wiring import attach_listener, detach_listener, open_writer
+from marketspread.progress import ConsumedOffsetListener
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +31,6 @@ class DiskFull(RuntimeError):
 
 
 def _disk_full(cfg: Config) -> DiskFull:
-    from engine.storage.diskspace import describe_free
     return DiskFull(f"disk full: {describe_free(cfg.state_dir)}; the job stopped without committing "
                     "the batch it was writing (nothing is lost: free space and start it again, it "
                     "resumes from its checkpoint)")
@@ -54,7 +65,6 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
     no space, at start or in any batch: Spark commits a batch only after all its files are
     written, so the restarted job redoes that batch and its results are exact.
     """
-    from engine.storage.diskspace import is_disk_full
     try:
         return _run_job(cfg, duration, forward)
     except DiskFull:
@@ -66,11 +76,6 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
 
 
 def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
-    from engine.storage.diskspace import is_disk_full
-    from engine.ingress.log import read_consumed, read_head
-    from engine.spark.job import start_query, stop_query
-    from engine.spark.session import build_session
-
     cfg.log_dir.mkdir(parents=True, exist_ok=True)
     if removed := remove_unfinished_checkpoint_writes(cfg.checkpoint_dir):
         log.info("removed %d unfinished checkpoint writes (a full disk or a crash left them): %s",
@@ -78,28 +83,22 @@ def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    from engine.storage.retention import RetentionPolicy
     policy = RetentionPolicy.from_settings(cfg.log_retention, cfg.results_retention, cfg.results_retention_bytes)
     spark = build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui,
                           checkpoint_batches=cfg.checkpoint_batches)
     shipper = writer = listener = alerts = None
     if cfg.metrics:
-        from engine.output.metrics_shipper import MetricsShipper, run_id_for
-        from marketspread.metrics_wiring import attach_listener, open_writer
         run = run_id_for(cfg.state_dir)
         writer = open_writer(cfg.state_dir, "job", background=True)
         shipper = MetricsShipper(cfg.out_dir, run, writer, tasks=cfg.shards).start()
         listener = attach_listener(spark, run, writer, cfg.log_dir)
-        from alerts.evaluator import start_evaluator
         alerts = start_evaluator(cfg.state_dir, writer)
-    query = start_query(spark, cfg, listener)
+    query = start_query(spark, cfg, listener, consumed=ConsumedOffsetListener(str(cfg.log_dir), None))
     log.info("job started on %s: log %s, results %s, checkpoint %s", cfg.master, cfg.log_dir,
              cfg.out_dir, cfg.checkpoint_dir)
-    from engine.storage.retention_worker import RetentionWorker
     retention = RetentionWorker(cfg, policy).start()
     forwarder = None
     if forward:
-        from engine.output.forwarder import ResultForwarder
         host, _, port = forward.rpartition(":")
         forwarder = ResultForwarder(cfg.out_dir, host or "127.0.0.1", int(port)).start()
     t_end = time.monotonic() + duration if duration else None
@@ -128,7 +127,6 @@ def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
         stop_query(spark, query)
         retention.stop()
         if listener is not None:
-            from marketspread.metrics_wiring import detach_listener
             detach_listener(spark, listener)
         if forwarder is not None:
             forwarder.stop()

@@ -239,7 +239,7 @@ def run_bench(spec: BenchSpec, cfg: Config, argv: list[str] | None = None) -> tu
 def _drive(spec: BenchSpec, cfg: Config, run: str, run_dir: Path, files: tuple[Path, Path],
            influx_url: str) -> _Measured:
     """Start receiver, ingress, job and senders; sample every second; stop them all."""
-    from engine.ingress.server import read_stats
+    from engine.ingress.stats import read_stats
     from engine.ingress.log import read_consumed, read_head
     from engine.tools.receiver import Receiver
 

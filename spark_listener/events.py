@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 
+from pyspark import SparkContext
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import (JStreamingQueryListener, QueryIdleEvent, QueryProgressEvent,
                                             QueryStartedEvent, QueryTerminatedEvent)
@@ -43,8 +44,6 @@ class JsonEventsListener(StreamingQueryListener):
 
     @property
     def _jlistener(self):
-        from pyspark import SparkContext
-
         if not hasattr(self, "_jlistenerobj"):
             self._jlistenerobj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_JsonBridge(self))
         return self._jlistenerobj

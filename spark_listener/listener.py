@@ -1,4 +1,4 @@
-"""A StreamingQueryListener that turns query events into typed records and InfluxDB points.
+"""A StreamingQueryListener that turns query events into typed records (records.py) and InfluxDB points.
 
 Spark calls a listener on its listener bus (`onQueryStarted` even synchronously, inside
 `DataStreamWriter.start()`), so the callbacks only convert the event into a small frozen
@@ -30,20 +30,17 @@ it. A consumer thread turns records into points for any writer with `add(points)
 """
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping, Union
 
 from collector.backpressure import STEP_JOB, WINDOW_S, backpressure_point, job_figures
 from collector.influx import Point
 
 from spark_listener.events import JsonEventsListener
+from spark_listener.records import BatchProgress, QueryEnd, QueryStart, Record, parse_timestamp_ns, progress_record
 
 log = logging.getLogger(__name__)
 
@@ -51,127 +48,6 @@ SPARK_PROGRESS = "spark_progress"
 RUNS = "runs"
 STATUS_RUNNING, STATUS_FINISHED, STATUS_FAILED = "running", "finished", "failed"
 MAX_ERROR_CHARS = 500
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-@dataclass(frozen=True)
-class QueryStart:
-    """A query (run) started."""
-    run: str
-    query: str
-    query_id: str
-    run_id: str                   # Spark's runId: new at every (re)start of the query
-    start_ns: int
-
-
-@dataclass(frozen=True)
-class QueryEnd:
-    """A query (run) terminated; `error` is None when it stopped without an exception."""
-    run: str
-    query: str
-    query_id: str
-    run_id: str
-    end_ns: int
-    error: str | None
-
-
-@dataclass(frozen=True)
-class BatchProgress:
-    """One micro-batch as Spark reported it, in events rather than blocks."""
-    run: str
-    query: str
-    query_id: str
-    run_id: str
-    batch_id: int
-    ts_ns: int                                  # trigger start (progress.timestamp)
-    batch_ms: int
-    events: int | None                          # sum of end.seq - start.seq over the sources
-    input_events_per_s: float | None            # events / gap since the previous trigger start
-    processed_events_per_s: float | None        # events / batch duration
-    durations_ms: Mapping[str, int] = field(default_factory=dict)
-    state_rows: int | None = None
-    state_memory_bytes: int | None = None
-    backlog: int | None = None                  # latestOffset.seq - endOffset.seq
-    end_seq: int | None = None
-    input_blocks: int = 0                       # Spark's numInputRows
-
-    @property
-    def end_ns(self) -> int:
-        """When the batch ended (trigger start + batch duration)."""
-        return self.ts_ns + self.batch_ms * 1_000_000
-
-
-Record = Union[QueryStart, QueryEnd, BatchProgress]
-
-
-def parse_timestamp_ns(ts: str) -> int:
-    """Return ns since the epoch of Spark's ISO-8601 UTC timestamp ("2024-05-01T12:00:00.123Z")."""
-    dt = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return (dt - _EPOCH) // timedelta(microseconds=1) * 1000
-
-
-def offset_seq(raw: Any) -> int | None:
-    """Return the `seq` of a source offset (JSON text or dict); None if absent or null."""
-    if raw is None:
-        return None
-    if isinstance(raw, str):
-        if raw in ("", "None", "null"):             # PySpark renders a JVM null as "None"
-            return None
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return None
-    if isinstance(raw, dict) and "seq" in raw:
-        return int(raw["seq"])
-    return None
-
-
-def _source_figures(sources, latest_fn=None) -> tuple[int | None, int | None, int | None]:
-    """Return (events, backlog, end seq) summed over the sources that report seq offsets.
-
-    A source that reports no latest offset (Spark's simple stream readers never do) is
-    asked through `latest_fn()`, if given.
-    """
-    events = backlog = end_seq = None
-    for src in sources or ():
-        end = offset_seq(src.endOffset)
-        if end is None:
-            continue
-        # A fresh checkpoint's first batch has no start: it reads from initialOffset {"seq": 0}.
-        start = offset_seq(src.startOffset) or 0
-        events = (events or 0) + max(0, end - start)
-        end_seq = (end_seq or 0) + end
-        latest = offset_seq(getattr(src, "latestOffset", None))
-        if latest is None and latest_fn is not None:
-            latest = latest_fn()
-        if latest is not None:
-            backlog = (backlog or 0) + max(0, latest - end)
-    return events, backlog, end_seq
-
-
-def progress_record(run: str, p, prev_ts_ns: int | None, latest_fn=None) -> BatchProgress:
-    """Convert a StreamingQueryProgress (or look-alike) into a `BatchProgress`.
-
-    `latest_fn()`: the source's latest offset (seq), for sources that do not report it.
-    """
-    ts_ns = parse_timestamp_ns(p.timestamp)
-    durations = {str(k): int(v) for k, v in dict(p.durationMs or {}).items()}
-    batch_ms = getattr(p, "batchDuration", None)
-    batch_ms = int(batch_ms if batch_ms is not None else durations.get("triggerExecution", 0))
-    events, backlog, end_seq = _source_figures(p.sources, latest_fn)
-    ops = list(p.stateOperators or ())
-    gap_s = (ts_ns - prev_ts_ns) / 1e9 if prev_ts_ns is not None else 0.0
-    return BatchProgress(
-        run=run, query=p.name or str(p.id), query_id=str(p.id), run_id=str(p.runId),
-        batch_id=int(p.batchId), ts_ns=ts_ns, batch_ms=batch_ms, events=events,
-        input_events_per_s=events / gap_s if events is not None and gap_s > 0 else None,
-        processed_events_per_s=events * 1000.0 / batch_ms if events is not None and batch_ms > 0 else None,
-        durations_ms=durations,
-        state_rows=sum(int(o.numRowsTotal) for o in ops) if ops else None,
-        state_memory_bytes=sum(int(o.memoryUsedBytes) for o in ops) if ops else None,
-        backlog=backlog, end_seq=end_seq, input_blocks=int(p.numInputRows or 0))
 
 
 def progress_point(r: BatchProgress, dropped: int = 0) -> Point:

@@ -31,19 +31,14 @@ Example::
 from __future__ import annotations
 
 import errno
-import json
 import logging
-import os
-import re
 import resource
 import selectors
-import signal
 import socket
 import struct
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -52,6 +47,7 @@ from engine.ingress.deadletter import DeadLetter, DeadLetterFile
 from engine.storage.diskspace import SpaceMark, describe_free, disk_space
 from engine.wire.fixish import STREAM_NBBO, STREAM_ORDERS, BadFrame, FrameScanner, ScanResult
 from engine.ingress.log import LogWriter, read_consumed
+from engine.ingress.stats import STATS_FILE, IngressStats, reason_category, write_stats
 
 log = logging.getLogger(__name__)
 
@@ -66,58 +62,7 @@ IDLE_CHECK_INTERVAL = 1.0        # how often silent connections are looked for
 ACCEPT_PAUSE = 0.100             # accepting rests this long when the process is out of descriptors
 FD_RESERVE = 64                  # descriptors kept for the log, files and listeners
 LOG_EVERY = 5.0                  # least seconds between two lines of one repeated warning
-STATS_FILE = "stats.json"
 _RST = struct.pack("ii", 1, 0)   # SO_LINGER on, 0 s: close() resets the connection
-
-
-@dataclass(frozen=True)
-class IngressStats:
-    """A snapshot of the ingress counters (also written as `stats.json` in the log folder)."""
-    accepted: dict[str, int]
-    accepted_total: int
-    bad: dict[str, int]                 # bad runs per stream
-    bad_total: int
-    bad_reasons: dict[str, int]         # bad runs per reason category
-    bytes_in: dict[str, int]
-    connections_open: dict[str, int]
-    connections_total: dict[str, int]
-    head: int
-    consumed: int
-    backlog: int
-    muted: bool
-    mute_episodes: int
-    muted_seconds: float
-    ports: dict[str, int]
-    disk_full: bool = False             # muted because a write failed or space is below the mark
-    write_failures: int = 0             # failed commits (their records were truncated away)
-    records_rolled_back: int = 0
-    connections_reset: dict[str, int] = field(default_factory=dict)    # unstored bytes: RST
-    connections_refused: dict[str, int] = field(default_factory=dict)  # over max_connections
-    connections_idle: dict[str, int] = field(default_factory=dict)     # dropped after idle_timeout
-    deadletter_dropped: int = 0         # bad runs counted but not kept (cap or full disk)
-    deadletter_rotations: int = 0
-
-
-def reason_category(reason: str) -> str:
-    """Map a scanner reason to a bounded category, so counters cannot grow per length value."""
-    for prefix, category in (("truncated", "truncated frame"), ("garbage", "garbage bytes"),
-                             ("oversized", "oversized frame"), ("unknown message type", "unknown type"),
-                             ("wrong length", "wrong length"), ("pending overflow", "pending overflow")):
-        if reason.startswith(prefix):
-            return category
-    if reason.endswith("on the wrong stream"):
-        return "wrong stream"
-    if reason.startswith("scanner error"):
-        return "scanner error"
-    return re.sub(r"\d+", "N", reason)
-
-
-def read_stats(log_dir: str | os.PathLike) -> dict | None:
-    """Return the last stats the ingress wrote in `log_dir`, or None if there are none."""
-    try:
-        return json.loads((Path(log_dir) / STATS_FILE).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
 
 
 @dataclass(eq=False)
@@ -675,10 +620,7 @@ class IngressServer:
         data = asdict(self.stats())
         if data == self._last_stats:
             return
-        path = self.cfg.log_dir / STATS_FILE
-        tmp = path.with_name(STATS_FILE + ".tmp")
-        tmp.write_text(json.dumps(dict(data, written_ns=time.time_ns())))
-        os.replace(tmp, path)
+        write_stats(self.cfg.log_dir, data)
         self._last_stats = data
 
 
@@ -698,38 +640,3 @@ def _connection_cap(per_port: int) -> int:
         log.warning("ingress: %d connections per port asked, the descriptor limit (%d) allows %d",
                     per_port, soft, cap)
     return cap
-
-
-def run_ingress(cfg: Config, progress_every: float = 5.0) -> int:
-    """Serve the ingress until SIGTERM/SIGINT, printing a progress line every few seconds."""
-    server = IngressServer(cfg)
-    metrics = writer = None
-    if cfg.metrics:
-        from engine.output.metrics_shipper import run_id_for
-        from marketspread.metrics_wiring import IngressMetrics, open_writer
-        writer = open_writer(cfg.state_dir, "ingress")
-        metrics = IngressMetrics(run_id_for(cfg.state_dir), writer, server.stats).start()
-        server.on_commit = metrics.on_commit
-    server.start()
-    stop = threading.Event()
-    old = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
-    last, t_last = server.stats(), time.monotonic()
-    try:
-        while not stop.wait(0.2) and server.error is None and not server._done.is_set():
-            now = time.monotonic()
-            if now - t_last < progress_every:
-                continue
-            st = server.stats()
-            rate = (st.accepted_total - last.accepted_total) / (now - t_last)
-            print(f"ingress: {rate:,.0f} msgs/s, {st.accepted_total:,} accepted, {st.bad_total} bad, "
-                  f"backlog {st.backlog:,}{' MUTED' if st.muted else ''}{' (DISK FULL)' if st.disk_full else ''}, "
-                  f"{sum(st.connections_open.values())} connections", flush=True)
-            last, t_last = st, now
-    finally:
-        server.stop()
-        if metrics is not None:
-            metrics.stop()
-            writer.close(timeout=10)
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-    return 1 if server.error else 0

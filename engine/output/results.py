@@ -11,6 +11,7 @@ import numpy as np
 
 from engine.spark.batch_output import batch_dir, read_shard_metrics
 from engine.wire.fixish import RESULT_LEN
+from engine.wire.records import order_id_bytes, symbol_bytes
 from engine.storage.retention import BatchFootprint
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,6 @@ def encode_results(orders: np.ndarray, bid: np.ndarray, offer: np.ndarray) -> np
     The frame's timestamp is left 0: it is stamped when the frames are written
     (batch_output.stamp_frames).
     """
-    from engine.wire.records import order_id_bytes, symbol_bytes
     out = np.zeros(len(orders), dtype=RESULT_BLOCK_DTYPE)
     f = out["frame"]
     f["len"] = RESULT_LEN

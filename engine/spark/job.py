@@ -6,9 +6,16 @@ from typing import Iterator
 
 import numpy as np
 import pandas as pd
+from pyspark import TaskContext
+from pyspark.sql.streaming.state import GroupStateTimeout
+
+from collector.backpressure import StepBusy
+from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, encode_samples, worker_name
 
 from engine.config import Config
-from marketspread.progress import ConsumedOffsetListener
+from engine.ingress.log import LogReader
+from engine.spark.batch_output import stamp_frames, write_shard_metrics, write_shard_results
+from engine.spark.step_metrics import event_runs, sink_samples, source_samples, state_samples
 from engine.wire.records import decode_events, shard_keys, shard_rows
 from engine.output.results import encode_results
 from engine.rule import ShardState, apply_rule
@@ -20,7 +27,7 @@ OUTPUT_SCHEMA = "shard int"
 # Set by Spark's micro-batch loop on every job it runs; tasks read it from TaskContext.
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 QUERY_NAME = "market-spread"
-_LISTENERS: dict[str, ConsumedOffsetListener] = {}
+_LISTENERS: dict = {}                  # query id -> its offset listener, until stop_query
 
 
 def make_check_market_data(log_dir: str, out_dir: str, n_shards: int, metrics: bool = True):
@@ -35,11 +42,6 @@ def make_check_market_data(log_dir: str, out_dir: str, n_shards: int, metrics: b
 
     def check_market_data(key, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         """Run the rule over one shard's events of a batch; write its results and samples."""
-        from pyspark import TaskContext
-
-        from engine.spark.batch_output import stamp_frames, write_shard_metrics, write_shard_results
-        from engine.ingress.log import LogReader
-
         t_start = time.time_ns()
         given = [p for p in pdfs if len(p)]
         if not given:
@@ -68,10 +70,6 @@ def make_check_market_data(log_dir: str, out_dir: str, n_shards: int, metrics: b
             frames, seqs = stamp_frames(rows, written)
         write_shard_results(out_dir, batch, shard, frames, seqs)
         if metrics:
-            from collector.backpressure import StepBusy
-            from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, encode_samples, worker_name
-
-            from engine.spark.step_metrics import event_runs, sink_samples, source_samples, state_samples
             t_end = time.time_ns()
             worker = worker_name(ctx.partitionId())
             runs = event_runs(ev)
@@ -90,14 +88,14 @@ def register_sources(spark) -> None:
     spark.dataSource.register(IngressDataSource)
 
 
-def start_query(spark, cfg: Config, metrics_listener=None):
+def start_query(spark, cfg: Config, metrics_listener=None, *, consumed):
     """Start the streaming query; returns the StreamingQuery.
 
     The log's `consumed` offset follows each batch through `metrics_listener` when one is
-    attached (one Python listener instead of two), else through a listener of its own.
+    attached (one Python listener instead of two), else through `consumed` attached as a
+    listener of its own. `consumed` is a `marketspread.progress.ConsumedOffsetListener`
+    for this log: the caller builds it, as its Spark bridge is spark_listener's.
     """
-    from pyspark.sql.streaming.state import GroupStateTimeout
-
     register_sources(spark)
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
     events = (spark.readStream.format(SOURCE_NAME)
@@ -113,7 +111,6 @@ def start_query(spark, cfg: Config, metrics_listener=None):
               .queryName(QUERY_NAME)
               .outputMode("append"))
     writer = writer.trigger(processingTime=f"{cfg.trigger_ms} milliseconds")
-    consumed = ConsumedOffsetListener(str(cfg.log_dir), None)
     if metrics_listener is not None:
         metrics_listener.add_progress_hook(consumed.publish)   # it follows only this query's runs
     query = writer.start()

@@ -23,7 +23,7 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession  # lazy: importers that build no session do not load pyspark
 
     conf = {
         "spark.sql.shuffle.partitions": str(shards),

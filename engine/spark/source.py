@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 
+from engine.config import Config
+from engine.ingress.log import read_head
+from engine.wire.records import shard_keys
+
 SOURCE_NAME = "marketspread_ingress"
 RANGE_SCHEMA = "shard int, lo long, hi long"
 
@@ -40,8 +44,6 @@ class IngressRangeReader(SimpleDataSourceStreamReader):
     """
 
     def __init__(self, options):
-        from engine.config import Config
-        from engine.wire.records import shard_keys
         self.path = options["path"]
         self.keys = shard_keys(int(options.get("shards", Config.shards)))
         self.max_rows = int(options.get("maxRowsPerBatch", 500_000))
@@ -53,7 +55,6 @@ class IngressRangeReader(SimpleDataSourceStreamReader):
         return [(k, lo, hi) for k in self.keys] if hi > lo else []
 
     def read(self, start: dict):
-        from engine.ingress.log import read_head
         lo = int(start["seq"])
         hi = min(read_head(self.path), lo + self.max_rows)
         if hi <= lo:

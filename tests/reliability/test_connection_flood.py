@@ -15,7 +15,7 @@ import time
 import pytest
 
 from engine.wire.fixish import Nbbo, Order, encode_nbbo, encode_order
-from engine.ingress.server import read_stats
+from engine.ingress.stats import read_stats
 from engine.tools.generate import generate
 
 from .harness import (fleet_for, log_tail, open_fds, send_outcome, sleep_watching, start_ingress,

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from engine.wire.fixish import Order, encode_order
-from engine.ingress.server import read_stats
+from engine.ingress.stats import read_stats
 from engine.ingress.log import read_head
 
 from .harness import fleet_for, log_tail, sleep_watching, start_ingress, stop_gracefully

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from engine.wire.fixish import TYPE_LEN, frame, iter_frames
-from engine.ingress.server import read_stats
+from engine.ingress.stats import read_stats
 from engine.ingress.log import PAYLOAD_OFFSET, LogReader, read_head
 from engine.tools.generate import generate
 from tests.tmpfs import fill, mounted_tmpfs

@@ -12,7 +12,7 @@ import pytest
 from collector.influx import InfluxClient, InfluxWriter
 from collector.testing import MemoryWriter
 from spark_listener import BatchProgress, SparkMetricsListener
-from spark_listener.listener import offset_seq, parse_timestamp_ns, progress_record
+from spark_listener.records import offset_seq, parse_timestamp_ns, progress_record
 
 QID, RID = uuid.UUID(int=1), uuid.UUID(int=2)
 T0 = "2024-05-01T12:00:00.000Z"

@@ -2,12 +2,8 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import struct
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -18,14 +14,13 @@ import pytest
 from engine.config import Config
 from engine.storage.diskspace import disk_space
 from engine.wire.fixish import FrameScanner, Nbbo, Order, encode_nbbo, encode_order, frame, iter_frames
-from engine.ingress.server import IngressServer, read_stats, reason_category
+from engine.ingress.server import IngressServer
+from engine.ingress.stats import read_stats, reason_category
 from engine.ingress.log import LogReader, LogWriter, read_head, wait_for, write_consumed
 from tests.reliability.harness import send_outcome
 from tests.tmpfs import fill, mounted_tmpfs
-from collector.settings import PROJECT_ROOT
 
 DEMO = "demo-2017"
-ROOT = PROJECT_ROOT
 
 
 def _cfg(tmp_path: Path, **kw) -> Config:
@@ -251,29 +246,6 @@ def test_port_in_use_fails_cleanly(server, tmp_path):
         IngressServer(cfg).start()
     _send(server.ports["nbbo"], _tagged_nbbo(0, 0))
     assert server.stats().accepted_total == 1
-
-
-def test_run_ingress_serves_until_sigterm(tmp_path, fixtures):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MS_STATE_DIR=str(tmp_path), MS_NBBO_PORT="0",
-               MS_ORDERS_PORT="0", MS_FSYNC="0")
-    code = ("import logging; logging.basicConfig(level=logging.INFO)\n"
-            "from engine.config import Config; from engine.ingress.server import run_ingress\n"
-            "raise SystemExit(run_ingress(Config.from_env(), progress_every=0.2))")
-    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    log_dir = tmp_path / "ingress"
-    try:
-        assert wait_for(lambda: (read_stats(log_dir) or {}).get("ports"), 10)
-        ports = read_stats(log_dir)["ports"]
-        _send(ports["nbbo"], (fixtures / DEMO / "1000nbbo-fixish.msg").read_bytes())
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=10)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, err
-    assert "msgs/s" in out and "ingress stopped: 1000 messages" in err
-    assert read_head(log_dir) == 1000 and read_stats(log_dir)["accepted_total"] == 1000
 
 
 def test_scanner_failure_costs_the_chunk_not_the_server(server, monkeypatch):

@@ -1,0 +1,48 @@
+"""The `marketspread ingress` process: the ingress server until a signal, with its metrics.
+
+The server (engine/ingress/server.py) knows nothing of InfluxDB; this entry point wires
+its group commits and counters to the metrics writer, as the job's runner does for the job.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+from engine.config import Config
+from engine.ingress.server import IngressServer
+from engine.output.metrics_shipper import run_id_for
+from marketspread.metrics_wiring import IngressMetrics, open_writer
+
+
+def run_ingress(cfg: Config, progress_every: float = 5.0) -> int:
+    """Serve the ingress until SIGTERM/SIGINT, printing a progress line every few seconds."""
+    server = IngressServer(cfg)
+    metrics = writer = None
+    if cfg.metrics:
+        writer = open_writer(cfg.state_dir, "ingress")
+        metrics = IngressMetrics(run_id_for(cfg.state_dir), writer, server.stats).start()
+        server.on_commit = metrics.on_commit
+    server.start()
+    stop = threading.Event()
+    old = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    last, t_last = server.stats(), time.monotonic()
+    try:
+        while not stop.wait(0.2) and server.error is None and not server._done.is_set():
+            now = time.monotonic()
+            if now - t_last < progress_every:
+                continue
+            st = server.stats()
+            rate = (st.accepted_total - last.accepted_total) / (now - t_last)
+            print(f"ingress: {rate:,.0f} msgs/s, {st.accepted_total:,} accepted, {st.bad_total} bad, "
+                  f"backlog {st.backlog:,}{' MUTED' if st.muted else ''}{' (DISK FULL)' if st.disk_full else ''}, "
+                  f"{sum(st.connections_open.values())} connections", flush=True)
+            last, t_last = st, now
+    finally:
+        server.stop()
+        if metrics is not None:
+            metrics.stop()
+            writer.close(timeout=10)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    return 1 if server.error else 0

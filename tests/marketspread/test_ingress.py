@@ -1,0 +1,49 @@
+"""The `marketspread ingress` process: it serves until SIGTERM and stops cleanly."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from collector.settings import PROJECT_ROOT
+from engine.ingress.log import read_head, wait_for
+from engine.ingress.stats import read_stats
+
+DEMO = "demo-2017"
+ROOT = PROJECT_ROOT
+
+
+def _send(port: int, data: bytes) -> None:
+    """Send, half-close, and wait for the server's close (it then has `data` durably)."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(5)
+        while s.recv(4096):
+            pass
+
+
+def test_run_ingress_serves_until_sigterm(tmp_path, fixtures):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MS_STATE_DIR=str(tmp_path), MS_NBBO_PORT="0",
+               MS_ORDERS_PORT="0", MS_FSYNC="0")
+    code = ("import logging; logging.basicConfig(level=logging.INFO)\n"
+            "from engine.config import Config; from marketspread.ingress import run_ingress\n"
+            "raise SystemExit(run_ingress(Config.from_env(), progress_every=0.2))")
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    log_dir = tmp_path / "ingress"
+    try:
+        assert wait_for(lambda: (read_stats(log_dir) or {}).get("ports"), 10)
+        ports = read_stats(log_dir)["ports"]
+        _send(ports["nbbo"], (fixtures / DEMO / "1000nbbo-fixish.msg").read_bytes())
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "msgs/s" in out and "ingress stopped: 1000 messages" in err
+    assert read_head(log_dir) == 1000 and read_stats(log_dir)["accepted_total"] == 1000
