@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collector.histogram import LatencyHistogram
 from collector.influx import InfluxClient
-from metrics_ui.data import LATENCY, merge_blobs
+from collector.query.store import LATENCY, merge_blobs
 from collector.query.ranges import format_time
 
 from alerts.rules import BACKLOG, BACKPRESSURE, LATENCY as KIND_LATENCY, THROUGHPUT, Rule

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from collector.influx import InfluxClient, InfluxError
 from collector.samples import PIPELINES, STEPS
-from metrics_ui.data import LATENCY, MetricsStore
+from collector.query.store import LATENCY, MetricsStore
 
 from alerts.rules import Rule
 

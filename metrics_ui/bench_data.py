@@ -17,7 +17,7 @@ from collector.histogram import LatencyHistogram
 from collector.influx import InfluxClient
 
 from collector.query.compare_stats import Comparison, compare
-from metrics_ui.data import START_TO_END, MetricsStore, TimeSeries, _step_rank
+from collector.query.store import START_TO_END, MetricsStore, TimeSeries, _step_rank
 from collector.query.ranges import TimeRange
 
 BENCH_RUN = "bench_run"

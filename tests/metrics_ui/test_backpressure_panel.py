@@ -5,7 +5,7 @@ import time
 
 from collector.backpressure import BackpressureFigures, backpressure_point
 from collector.influx import Point
-from metrics_ui.data import SPARK_PROGRESS, MetricsStore
+from collector.query.store import SPARK_PROGRESS, MetricsStore
 from collector.query.ranges import TimeRange
 
 from .conftest import NS

@@ -9,7 +9,7 @@ from dash import no_update
 from collector.influx import Point
 from metrics_ui import components as c
 from metrics_ui import figures
-from metrics_ui.data import MetricsStore, _growth
+from collector.query.store import MetricsStore, _growth
 from collector.query.ranges import TimeRange
 
 from .conftest import NS
