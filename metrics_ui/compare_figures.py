@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 import plotly.graph_objects as go
 
 from metrics_ui.bench_data import BenchRun
-from collector.query.store import TimeSeries
+from collector.query.series import TimeSeries
 from metrics_ui.figures import _LAYOUT, curve_levels, empty_figure
 
 _MS = 1e6
