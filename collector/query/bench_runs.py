@@ -17,9 +17,9 @@ from collector.histogram import LatencyHistogram
 from collector.influx import InfluxClient
 
 from collector.query.compare_stats import Comparison, compare
+from collector.query.ranges import TimeRange
 from collector.query.series import START_TO_END, TimeSeries, step_rank
 from collector.query.store import MetricsStore
-from collector.query.ranges import TimeRange
 
 BENCH_RUN = "bench_run"
 BENCH_STEP = "bench_step"
