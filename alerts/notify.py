@@ -35,6 +35,8 @@ from functools import partial
 from typing import Any, Callable, Mapping
 from urllib.parse import unquote, urlsplit
 
+from collector.query.ranges import format_time
+
 from alerts.evaluate import Transition
 from alerts.history import NotificationRecord
 from alerts.rules import Rule, format_duration, redact_url
@@ -61,7 +63,6 @@ class Notification:
 
 def build_payload(rule: Rule, tr: Transition) -> dict[str, Any]:
     """Return the JSON body announcing a rule's transition."""
-    from collector.query.ranges import format_time
     cond = rule.condition
     verb = "fires" if tr.state == "FIRING" else "is resolved"
     return {"rule": rule.name, "state": tr.state, "previous": tr.previous, "condition": cond.text,

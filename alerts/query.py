@@ -1,7 +1,7 @@
 """Read a rule's metric from InfluxDB over its window (schema: docs/METRICS.md).
 
 - latency percentiles merge the window's `hdr` histograms (exact, as the dashboard does:
-  `metrics_ui.data.merge_blobs`, whose decode cache makes a re-evaluation decode only
+  `collector.query.series.merge_blobs`, whose decode cache makes a re-evaluation decode only
   the intervals that are new);
 - throughput is the window's `sum("count")` of the step divided by its length; the
   window ends `SETTLE_S` before now because intervals are written once closed, a few
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collector.histogram import LatencyHistogram
 from collector.influx import InfluxClient
-from metrics_ui.data import LATENCY, merge_blobs
+from collector.query.series import LATENCY, merge_blobs
 from collector.query.ranges import format_time
 
 from alerts.rules import BACKLOG, BACKPRESSURE, LATENCY as KIND_LATENCY, THROUGHPUT, Rule

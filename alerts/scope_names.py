@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from collector.influx import InfluxClient, InfluxError
 from collector.samples import PIPELINES, STEPS
-from metrics_ui.data import LATENCY, MetricsStore
+from collector.query.series import LATENCY
+from collector.query.store import MetricsStore
 
 from alerts.rules import Rule
 

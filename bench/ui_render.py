@@ -149,7 +149,7 @@ def _callback_body(app, prefix: str, values: dict, state: dict) -> tuple[str, di
 
 def _time(fn, repeat: int, cold=None) -> dict:
     """Time `fn` `repeat` times with every histogram decoded afresh, then once with the cache warm."""
-    from metrics_ui import data
+    from collector.query import series as data
     cached = data._decode_sparse
     cold_s = []
     try:

@@ -28,7 +28,7 @@ from metrics_ui import alerts_banner, components, compress, http_guard
 from metrics_ui.auth import AuthConfig, check_bind
 from metrics_ui.auth import install as install_auth
 from metrics_ui.serve import ServeConfig, serve
-from metrics_ui.data import MetricsStore
+from collector.query.store import MetricsStore
 from metrics_ui.export import EXTENSION as EXPORT_EXTENSION
 from metrics_ui.export import bp as export_blueprint
 

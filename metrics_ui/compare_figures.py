@@ -9,8 +9,8 @@ from typing import Callable, Sequence
 
 import plotly.graph_objects as go
 
-from metrics_ui.bench_data import BenchRun
-from metrics_ui.data import TimeSeries
+from collector.query.bench_runs import BenchRun
+from collector.query.series import TimeSeries
 from metrics_ui.figures import _LAYOUT, curve_levels, empty_figure
 
 _MS = 1e6

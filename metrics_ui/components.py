@@ -14,7 +14,9 @@ from flask import current_app
 from collector.bins import format_ns
 from collector.influx import InfluxError
 
-from metrics_ui.data import GroupStats, MetricsStore, StepBackpressure
+from collector.query.panels import StepBackpressure
+from collector.query.series import GroupStats
+from collector.query.store import MetricsStore
 from collector.query.ranges import DEFAULT_RANGE, RANGE_CUSTOM, RANGES, TimeRange, picker_time, resolve_range
 
 EXTENSION = "metrics_ui"                 # key of the MetricsStore in the Flask app's extensions

@@ -24,7 +24,7 @@ from flask import Blueprint, Response, current_app, request
 from collector.codec import to_hgrm
 from collector.influx import InfluxError
 
-from metrics_ui.data import MetricsStore
+from collector.query.store import MetricsStore
 from collector.query.ranges import ParsedTime, TimeRange, check_name, check_worker, format_time, read_time
 
 bp = Blueprint("metrics_ui_export", __name__)

@@ -16,7 +16,8 @@ import plotly.graph_objects as go
 from collector.bins import UiBin, format_ns
 from collector.histogram import LatencyHistogram
 
-from metrics_ui.data import BatchView, IngressView, Marker, TimeSeries
+from collector.query.panels import BatchView, IngressView, Marker
+from collector.query.series import TimeSeries
 from collector.query.ranges import TimeRange
 
 NO_DATA = "no data yet for this run in the selected range"

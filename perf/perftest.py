@@ -126,7 +126,7 @@ class _Influx:
 
 def step_latencies(client: InfluxClient, run: str, start_ns: int, end_ns: int) -> list[StepLatency]:
     """Merge each step's histograms of the window from InfluxDB into percentiles."""
-    from metrics_ui.data import MetricsStore
+    from collector.query.store import MetricsStore
     from collector.query.ranges import TimeRange
     store = MetricsStore(client)
     out = []

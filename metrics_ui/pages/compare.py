@@ -20,7 +20,7 @@ from collector.influx import InfluxError
 
 from metrics_ui import components as c
 from metrics_ui import compare_figures as cf
-from metrics_ui.bench_data import DEFAULT_THRESHOLD, BenchRun, BenchStore, compare_runs, group_by_label, parse_runs, parse_threshold
+from collector.query.bench_runs import DEFAULT_THRESHOLD, BenchRun, BenchStore, compare_runs, group_by_label, parse_runs, parse_threshold
 from collector.query.compare_stats import IMPROVEMENT, NOT_ENOUGH, REGRESSION, Comparison
 
 dash.register_page(__name__, path="/compare", title="Compare runs · Market Spread metrics", name="Compare")

@@ -19,7 +19,7 @@ from collector.influx import InfluxError
 
 from metrics_ui import components as c
 from metrics_ui import figures
-from metrics_ui.data import BackpressureView, Marker
+from collector.query.panels import BackpressureView, Marker
 from collector.query.ranges import NS, RANGE_CUSTOM, TimeRange, check_name
 from collector.query.resolution import bucket_s
 

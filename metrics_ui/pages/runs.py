@@ -17,8 +17,8 @@ from collector.influx import InfluxError
 
 from metrics_ui import alerts_banner
 from metrics_ui import components as c
-from metrics_ui.bench_data import BenchStore
-from metrics_ui.data import RunInfo
+from collector.query.bench_runs import BenchStore
+from collector.query.series import RunInfo
 
 dash.register_page(__name__, path="/", title="Runs · Market Spread metrics", name="Runs")
 

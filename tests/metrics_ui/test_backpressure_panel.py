@@ -5,7 +5,8 @@ import time
 
 from collector.backpressure import BackpressureFigures, backpressure_point
 from collector.influx import Point
-from metrics_ui.data import SPARK_PROGRESS, MetricsStore
+from collector.query.panels import SPARK_PROGRESS
+from collector.query.store import MetricsStore
 from collector.query.ranges import TimeRange
 
 from .conftest import NS

@@ -1,15 +1,11 @@
-"""The pure parts behind the job and step charts, and the new reads against a real InfluxDB."""
+"""The pure parts behind the job and step charts (their reads: tests/collector/query/test_panels.py)."""
 from __future__ import annotations
-
-import time
 
 import plotly.graph_objects as go
 from dash import no_update
 
-from collector.influx import Point
 from metrics_ui import components as c
 from metrics_ui import figures
-from metrics_ui.data import MetricsStore, _growth
 from collector.query.ranges import TimeRange
 
 from .conftest import NS
@@ -75,38 +71,6 @@ def test_latency_ticks_read_in_units():
     assert figures.latency_ticks([13_020.0, 13_580.0])[1] == ["13 s", "13.6 s"]      # narrower: the ends
     assert figures.bin_label(0.0) == "" and figures.bin_label(0.004) == "<0.01 %"
     assert figures.bin_label(12.345) == "12.3 %"
-
-
-def test_counter_growth_survives_a_restart():
-    assert _growth([(1, 5.0), (2, 7.0), (3, 2.0), (4, 4.0)], 3.0) == [(1, 2.0), (2, 2.0), (3, 2.0), (4, 2.0)]
-    assert _growth([(1, 5.0)], None) == [(1, 5.0)]
-
-
-def test_ingress_and_batch_reads(influx_client):
-    run, t0 = "r-ing", (time.time_ns() // NS - 600) * NS
-    points = []
-    for i, (bad, muted, eps, trunc) in enumerate([(1, 0.0, 0, 1), (3, 0.5, 1, 2), (3, 1.5, 1, 2), (1, 1.5, 1, 0)]):
-        points.append(Point("ingress", {"run": run}, {"bad": bad, "muted_seconds": muted, "mute_episodes": eps,
-                                                      "accepted": 10}, t0 + i * NS))
-        points.append(Point("ingress_bad", {"run": run, "reason": "truncated frame"}, {"frames": trunc},
-                            t0 + i * NS))
-    points += [Point("spark_progress", {"run": run, "query": "q"},
-                     {"batch_ms": 100 + 10 * i, "addBatch_ms": 60, "queryPlanning_ms": 20 + i}, t0 + i * NS)
-               for i in range(4)]
-    influx_client.write(points)
-    store = MetricsStore(influx_client)
-
-    # from the second point on: growth over the point before the range; the 4th second is a restart (counts anew)
-    view = store.ingress_view(run, TimeRange(t0 + NS, t0 + 4 * NS), 1)
-    assert [s.name for s in view.bad_by_reason] == ["truncated frame"]
-    assert view.bad_by_reason[0].values == (1.0, 0.0, 0.0)          # 1 -> 2, 2 -> 2, restart at 0
-    assert view.bad_frames == 1
-    assert view.muted_share.values == (0.5, 1.0, 0.0) and view.muted_s == 1.5 and view.mute_episodes == 1
-
-    batches = store.batch_view(run, TimeRange(t0, t0 + 4 * NS), 1)
-    assert batches.batches == 4 and batches.slowest_ms.values == (100.0, 110.0, 120.0, 130.0)
-    assert [s.name for s in batches.phases_ms] == ["queryPlanning", "addBatch"]          # Spark's order
-    assert store.batch_view("no-run", TimeRange(t0, t0 + 4 * NS), 1).batches == 0
 
 
 def test_charts_show_the_range_from_the_runs_start():

@@ -8,7 +8,7 @@ import numpy as np
 from collector.histogram import LatencyHistogram
 from metrics_ui import figures
 from metrics_ui.components import fmt_duration
-from metrics_ui.data import TimeSeries
+from collector.query.series import TimeSeries
 
 
 def test_durations_are_compact_in_their_two_largest_units():

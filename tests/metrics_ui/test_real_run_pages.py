@@ -18,7 +18,7 @@ from engine.wire.fixish import frame
 from marketspread.replay import replay
 from engine.tools.generate import generate
 from metrics_ui.app import UiConfig, create_app
-from metrics_ui.data import MetricsStore
+from collector.query.store import MetricsStore
 
 from ..conftest import fresh_database
 from .test_pages import TIMEOUT, _fits_window, _free_port, _labels_inside, _legend_clear, _wait_traces

@@ -17,8 +17,9 @@ from collector.histogram import LatencyHistogram
 from collector.influx import InfluxClient
 
 from collector.query.compare_stats import Comparison, compare
-from metrics_ui.data import START_TO_END, MetricsStore, TimeSeries, _step_rank
 from collector.query.ranges import TimeRange
+from collector.query.series import START_TO_END, TimeSeries, step_rank
+from collector.query.store import MetricsStore
 
 BENCH_RUN = "bench_run"
 BENCH_STEP = "bench_step"
@@ -168,7 +169,7 @@ class BenchStore:
             r = dict(zip(s.columns, s.values[-1]))
             steps.append(BenchStep(s.tags.get("step", ""), int(r["count"]), *(int(r[k] or 0) for k in
                                    ("p50", "p90", "p95", "p99", "p999", "max"))))
-        steps.sort(key=lambda s: _step_rank(s.step))
+        steps.sort(key=lambda s: step_rank(s.step))
         prog = self.client.query(f'SELECT "processed_eps" FROM "{BENCH_PROGRESS}" WHERE "run" = $run', p)
         throughput = [_series(prog[0].values, prog[0].columns, "processed_eps", "processed")] if prog else []
         cpu, rss = [], []

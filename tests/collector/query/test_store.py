@@ -10,7 +10,7 @@ from collector.histogram import record_batch
 from collector.influx import RP_ROLLUP
 from collector.points import latency_point
 from collector.samples import StepSample
-from metrics_ui.data import MetricsStore
+from collector.query.store import MetricsStore
 from collector.query.ranges import NS, TimeRange
 
 RUN, STEP = "roll-1", "start-to-end"

@@ -1,0 +1,132 @@
+"""The latency series as the read side returns them: names, typed records, merged histograms.
+
+Shared by MetricsStore (collector/query/store.py), the alert rules' reads (alerts/query.py)
+and the recorded performance-test runs (collector/query/bench_runs.py). Decoded histograms
+are cached by their blob, so a live page or a re-evaluated rule re-decodes only the
+intervals that are new or re-emitted.
+"""
+from __future__ import annotations
+
+import functools
+import statistics
+from dataclasses import dataclass
+from typing import Iterable, NamedTuple, Sequence
+
+from collector.bins import UiBin
+from collector.codec import decode
+from collector.histogram import LatencyHistogram, SparseCounts
+
+from collector.query.ranges import NS, anchor_ns
+
+LATENCY = "latency"
+START_TO_END = "start-to-end"
+STEP_ORDER = ("ingress", "source", "check_market_data", "sink", START_TO_END)
+WALLAROO_PERCENTILES = (50.0, 95.0, 99.0, 99.9, 99.99)
+_DECODE_CACHE = 50_000
+
+
+class SeriesKey(NamedTuple):
+    """The tags of one latency series within a run."""
+    step: str
+    pipeline: str
+    worker: str
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run as the runs page lists it; throughput and p99 cover its last minute of data."""
+    run: str
+    first_ns: int
+    last_ns: int
+    live: bool
+    status: str                       # live, finished, or the `runs` measurement's failed
+    events: int                       # start-to-end events over the whole run
+    throughput_eps: float | None
+    p99_ns: int | None
+    backpressure: str | None          # OK / LOW / HIGH from `backpressure`, None if not written
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds from the first interval's start to the end of the last one."""
+        return (self.last_ns - self.first_ns) / NS + 1.0
+
+    def anchor_ns(self, now_ns: int) -> int:
+        """Return where this run's relative time ranges end."""
+        return anchor_ns(self.last_ns, now_ns)
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """Latency percentiles and throughput of one row of a breakdown table over a range."""
+    label: str
+    events: int
+    p50_ns: int
+    p95_ns: int
+    p99_ns: int
+    eps_min: float | None
+    eps_median: float | None
+    eps_max: float | None
+
+
+class TimeSeries(NamedTuple):
+    """Values over time: `times_ns[i]` is the start of the bucket holding `values[i]`."""
+    name: str
+    times_ns: tuple[int, ...]
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class JobView:
+    """Everything the job page shows for one run and range."""
+    events: int
+    steps: list[GroupStats]
+    pipelines: list[GroupStats]
+    workers: list[GroupStats]
+    throughput: list[TimeSeries]          # events/s of start-to-end, one series per pipeline
+    percentiles: list[TimeSeries]         # start-to-end p50/p99/p99.9 over time (max over workers)
+    interval_s: int
+
+
+@dataclass(frozen=True)
+class StepView:
+    """Everything the step page shows for one step of a run over a range."""
+    events: int
+    bins: list[UiBin]
+    hist: LatencyHistogram
+    percentiles: dict[float, int]
+    throughput: list[TimeSeries]          # events/s, one series per pipeline
+    workers: list[GroupStats]
+    interval_s: int
+
+
+@functools.lru_cache(maxsize=_DECODE_CACHE)
+def _decode_sparse(blob: str) -> SparseCounts:
+    # sparse: a dense histogram is 270 KB, an interval's buckets a few KB
+    return decode(blob).to_sparse()
+
+
+def merge_blobs(blobs: Iterable[str]) -> LatencyHistogram:
+    """Return the sum of HdrHistogram V2 blobs (cached decodes)."""
+    hist = LatencyHistogram()
+    for b in blobs:
+        if b:
+            hist.add_sparse(_decode_sparse(b))
+    return hist
+
+
+def rate_stats(rates: Sequence[float]) -> tuple[float | None, float | None, float | None]:
+    """Return (min, median, max) of per-interval rates; Nones when there are none."""
+    if not rates:
+        return None, None, None
+    return min(rates), statistics.median(rates), max(rates)
+
+
+def group_stats(label: str, hist: LatencyHistogram, rates: Sequence[float]) -> GroupStats:
+    """Build one table row from a merged histogram and its per-interval rates."""
+    p = hist.percentiles((50.0, 95.0, 99.0))
+    return GroupStats(label, hist.total_count, p[50.0], p[95.0], p[99.0], *rate_stats(rates))
+
+
+def step_rank(step: str) -> tuple[int, str]:
+    """Return a step's sort key: pipeline order, unknown steps last by name."""
+    return (STEP_ORDER.index(step) if step in STEP_ORDER else len(STEP_ORDER), step)

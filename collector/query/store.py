@@ -1,0 +1,298 @@
+"""Latency and runs as the dashboard, the alert scope checks and perf read them (schema: docs/METRICS.md).
+
+A range is read from the collector's rollups (10 s .. 1 h, `rollup.latency`) where they
+lie wholly inside it and exist, and from the 1-s points elsewhere (collector/query/resolution.py),
+so a day costs ~50 intervals per series instead of 86,400 and stays exact: counts are
+summed per chart bucket, percentiles over a range come from merging the `hdr` histograms
+read, Wallaroo's bins from the merged histogram. Decoded histograms are cached by their
+blob (collector/query/series.py), so a live page re-decodes only the intervals that are new or re-emitted.
+Every value from a user (run, step, pipeline, worker, times) is a bound parameter.
+
+`runs` and `backpressure` are optional: a run without them still lists. The job page's other
+reads (backpressure, Spark batches, the ingress, markers) are in collector/query/panels.py.
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Mapping, Sequence
+
+from collector.bins import UiBin, ui_bins
+from collector.histogram import LatencyHistogram
+from collector.influx import RP_ROLLUP, InfluxClient, InfluxError
+from collector.points import INTERVAL_TAG, interval_label
+
+from collector.query.panels import PanelStore
+from collector.query.ranges import NS, TimeRange, format_time, is_live
+from collector.query.resolution import BASE_S, ROLLUPS_S, bucket_of, missing, plan, rollups_up_to
+from collector.query.series import (LATENCY, START_TO_END, WALLAROO_PERCENTILES, JobView, RunInfo, SeriesKey,
+                                    StepView, TimeSeries, group_stats, merge_blobs, step_rank)
+
+RUN_SUMMARY_WINDOW_NS = 60 * NS          # the runs page's throughput and p99: a run's last minute
+SETTLE_NS = 5 * NS       # rollups that ended longer ago than this have been written (2 s grace + sending)
+_SERIES_TAGS = '"step", "pipeline", "worker"'
+
+
+class MetricsStore(PanelStore):
+    """Read-only queries of the `latency` (and optional Spark) measurements of one database."""
+
+    def __init__(self, client: InfluxClient):
+        super().__init__(client)
+        self._rollups = True
+        self._finished_events: dict[str, tuple[tuple[int, int], int, float]] = {}
+
+    # -- helpers
+
+    def _blocks(self, run: str, rng: TimeRange, fields: Sequence[str], top_s: int, **tags: str | None
+                ) -> dict[SeriesKey, list[tuple[int, list]]]:
+        """Return {series: [(interval start ns, field values)]} covering the range exactly.
+
+        Rollups no coarser than `top_s` where they exist, 1-s points elsewhere
+        (collector/query/resolution.py). One request reads every length at once; only rollups
+        found missing (a restart, old data) cost another round, for finer lengths.
+        """
+        where, params = self._where(run, None, **tags)
+        cols = ", ".join(f'"{f}"' for f in fields)
+        lengths = rollups_up_to(top_s) if self._rollups else ()
+        out: dict[SeriesKey, list[tuple[int, list]]] = defaultdict(list)
+        pending = [(rng, 0)]
+        settled = time.time_ns() - SETTLE_NS
+        while pending:
+            reads = plan(pending, lengths, settled)
+            stmts, p = [], dict(params)
+            for i, r in enumerate(reads):
+                span = f"time >= $s{i} AND time < $e{i}"
+                p[f"s{i}"], p[f"e{i}"] = format_time(r.span.start_ns), format_time(r.span.end_ns)
+                if r.size_s == BASE_S:
+                    stmts.append(f'SELECT {cols} FROM "{LATENCY}" WHERE {where} AND {span} GROUP BY {_SERIES_TAGS}')
+                else:
+                    p[f"i{i}"] = interval_label(r.size_s * NS)
+                    stmts.append(f'SELECT {cols} FROM "{RP_ROLLUP}"."{LATENCY}" WHERE {where} AND '
+                                 f'"{INTERVAL_TAG}" = $i{i} AND {span} GROUP BY "{INTERVAL_TAG}", {_SERIES_TAGS}')
+            try:
+                series = self.client.query("; ".join(stmts), p)
+            except InfluxError as e:
+                if not lengths or e.status is None or self._has_rollup_policy():
+                    raise
+                self._rollups, lengths = False, ()   # a database without the rollup policy: 1-s points only
+                continue
+            level = {interval_label(s * NS): j for j, s in enumerate(lengths)}
+            present: dict[int, set[int]] = defaultdict(set)
+            for s in series:
+                key = SeriesKey(s.tags.get("step", ""), s.tags.get("pipeline", ""), s.tags.get("worker", ""))
+                out[key].extend((int(r[0]), r[1:]) for r in s.values)
+                if s.tags.get(INTERVAL_TAG):
+                    present[level[s.tags[INTERVAL_TAG]]].update(int(r[0]) for r in s.values)
+            pending = missing(reads, present)
+        return out
+
+    def _has_rollup_policy(self) -> bool:
+        return any(row[0] == RP_ROLLUP for s in self.client.query("SHOW RETENTION POLICIES") for row in s.values)
+
+    def _counts(self, run: str, rng: TimeRange, interval_s: int, **tags: str | None
+                ) -> dict[SeriesKey, list[tuple[int, int]]]:
+        """Return {series: [(bucket start ns, events)]} summed per `interval_s` bucket."""
+        out = {}
+        for key, rows in self._blocks(run, rng, ("count",), interval_s, **tags).items():
+            buckets: dict[int, int] = defaultdict(int)
+            for t, (count,) in rows:
+                if count is not None:
+                    buckets[bucket_of(t, interval_s)] += int(count)
+            out[key] = sorted(buckets.items())
+        return out
+
+    def _histograms(self, run: str, rng: TimeRange, **tags: str | None) -> dict[SeriesKey, LatencyHistogram]:
+        """Return each series' histogram merged over the range (rollups where they exist)."""
+        return {key: merge_blobs(r[0] for _, r in rows)
+                for key, rows in self._blocks(run, rng, ("hdr",), ROLLUPS_S[0], **tags).items()}
+
+    # -- runs
+
+    def ping(self) -> bool:
+        """Return whether InfluxDB answers."""
+        return self.client.ping()
+
+    def run_names(self) -> list[str]:
+        """Return every run with latency data."""
+        series = self.client.query(f'SHOW TAG VALUES FROM "{LATENCY}" WITH KEY = "run"')
+        return sorted({v[1] for s in series for v in s.values})
+
+    def runs(self, now_ns: int, only: str | None = None, summary: bool = True,
+             windows: Mapping[str, TimeRange] | None = None) -> list[RunInfo]:
+        """Return every run (or just `only`), newest first; `summary`: with its last minute's figures,
+        or, for a run in `windows` (a performance test's measurement window), that window's."""
+        names = [only] if only is not None else self.run_names()
+        if not names:
+            return []
+        where = '"run" = $run' if only is not None else "time > 0"
+        params = {"run": only} if only is not None else None
+        # first and last point per run: LIMIT 1 reads one block per series, not the whole run
+        first: dict[str, int] = {}
+        last: dict[str, int] = {}
+        q = "; ".join(f'SELECT "count" FROM "{LATENCY}" WHERE {where} GROUP BY "run" ORDER BY time {order} LIMIT 1'
+                      for order in ("ASC", "DESC"))
+        for s in self.client.query(q, params):
+            run = s.tags.get("run", "")
+            for t, _ in s.values[:1]:
+                first[run] = min(first.get(run, int(t)), int(t))
+                last[run] = max(last.get(run, int(t)), int(t))
+        bp = self._backpressure(only)
+        failed = self._failed_runs(only)
+        out = []
+        for run in names:
+            if run not in first:
+                continue
+            live = is_live(last[run], now_ns)
+            events = self._run_events(run, first[run], last[run], live)
+            eps = p99 = None
+            if summary:
+                window = (windows or {}).get(run) or \
+                    TimeRange(max(first[run], last[run] + NS - RUN_SUMMARY_WINDOW_NS), last[run] + NS)
+                hist = LatencyHistogram()
+                for h in self._histograms(run, window, step=START_TO_END).values():
+                    hist.add(h)
+                if hist.total_count:
+                    eps, p99 = hist.total_count / window.seconds, hist.value_at_percentile(99.0)
+            status = "failed" if run in failed else ("live" if live else "finished")
+            out.append(RunInfo(run, first[run], last[run], live, status, events, eps, p99, bp.get(run)))
+        return sorted(out, key=lambda r: r.last_ns, reverse=True)
+
+    def _run_events(self, run: str, first_ns: int, last_ns: int, live: bool) -> int:
+        """Return a run's start-to-end events (remembered for a minute once it has finished)."""
+        known = self._finished_events.get(run)
+        if known is not None and known[0] == (first_ns, last_ns) and time.monotonic() - known[2] < 60:
+            return known[1]
+        whole = self._blocks(run, TimeRange(first_ns, last_ns + NS), ("count",), ROLLUPS_S[0], step=START_TO_END)
+        events = sum(int(c or 0) for rows in whole.values() for _, (c,) in rows)
+        if not live:
+            if len(self._finished_events) > 1000:
+                self._finished_events.clear()
+            self._finished_events[run] = ((first_ns, last_ns), events, time.monotonic())
+        return events
+
+    def run(self, run: str, now_ns: int) -> RunInfo | None:
+        """Return one run without its last-minute figures (what the run's pages need); None if no data."""
+        found = self.runs(now_ns, only=run, summary=False)
+        return found[0] if found else None
+
+    def _backpressure(self, only: str | None) -> dict[str, str]:
+        where, params = ('WHERE "run" = $run AND "step" = \'job\'', {"run": only}) if only else \
+            ("WHERE \"step\" = 'job'", None)
+        try:
+            series = self.client.query(f'SELECT last("status") FROM "backpressure" {where} GROUP BY "run"', params)
+        except InfluxError as e:
+            if e.status is None:
+                raise
+            return {}
+        return {s.tags.get("run", ""): s.values[-1][1] for s in series if s.values}
+
+    def _failed_runs(self, only: str | None) -> set[str]:
+        where, params = ('WHERE "run" = $run', {"run": only}) if only else ("", None)
+        try:
+            series = self.client.query(f'SELECT last("status") FROM "runs" {where} GROUP BY "run"', params)
+        except InfluxError as e:
+            if e.status is None:
+                raise
+            return set()
+        return {s.tags.get("run", "") for s in series if s.values and s.values[-1][1] == "failed"}
+
+    # -- job and step pages
+
+    def steps(self, run: str) -> list[str]:
+        """Return the steps a run has data for, in pipeline order."""
+        series = self.client.query(f'SHOW TAG VALUES FROM "{LATENCY}" WITH KEY = "step" WHERE "run" = $run',
+                                   {"run": run})
+        return sorted({v[1] for s in series for v in s.values}, key=step_rank)
+
+    def job_view(self, run: str, rng: TimeRange, interval_s: int) -> JobView:
+        """Return the job page's tables and series for one run over a range."""
+        hists = self._histograms(run, rng)
+        counts = self._counts(run, rng, interval_s)
+
+        def rollup(keyf, keep=lambda k: True, order=lambda label: label):
+            merged: dict[str, LatencyHistogram] = defaultdict(LatencyHistogram)
+            per_time: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+            for k, h in hists.items():
+                if keep(k):
+                    merged[keyf(k)].add(h)
+            for k, rows in counts.items():
+                if keep(k):
+                    for t, v in rows:
+                        per_time[keyf(k)][t] += v
+            return [group_stats(label, merged[label], [v / interval_s for v in per_time[label].values()])
+                    for label in sorted(merged, key=order)]
+
+        is_e2e = lambda k: k.step == START_TO_END  # noqa: E731
+        steps = rollup(lambda k: k.step, order=step_rank)
+        pipelines = rollup(lambda k: k.pipeline, is_e2e)
+        workers = rollup(lambda k: f"{k.worker} · {k.step}", order=lambda s: (s.split(" · ")[0],
+                                                                                step_rank(s.split(" · ")[-1])))
+        throughput = _rate_series({k: v for k, v in counts.items() if is_e2e(k)}, lambda k: k.pipeline, interval_s)
+        events = sum(s.events for s in pipelines)
+        return JobView(events, steps, pipelines, workers, throughput,
+                       self.percentiles_over_time(run, rng, interval_s, START_TO_END), interval_s)
+
+    def percentiles_over_time(self, run: str, rng: TimeRange, interval_s: int, step: str) -> list[TimeSeries]:
+        """Return p50/p99/p99.9 per bucket: the max over the workers' (and finer intervals') values."""
+        names = ("p50", "p99", "p999")
+        worst: dict[str, dict[int, float]] = {n: {} for n in names}
+        for rows in self._blocks(run, rng, names, interval_s, step=step).values():
+            for t, values in rows:
+                b = bucket_of(t, interval_s)
+                for n, v in zip(names, values):
+                    if v is not None and v > worst[n].get(b, -1):
+                        worst[n][b] = float(v)
+        return [TimeSeries(n, tuple(sorted(worst[n])), tuple(worst[n][t] for t in sorted(worst[n])))
+                for n in names if worst[n]]
+    def step_histogram(self, run: str, step: str, rng: TimeRange, pipeline: str | None = None,
+                       worker: str | None = None) -> LatencyHistogram:
+        """Return one step's histogram merged over a range (and optionally one pipeline/worker)."""
+        hist = LatencyHistogram()
+        for h in self._histograms(run, rng, step=step, pipeline=pipeline, worker=worker).values():
+            hist.add(h)
+        return hist
+
+    def bins(self, run: str, step: str, rng: TimeRange) -> list[UiBin]:
+        """Return the Wallaroo UI bins of a step over a range (from its merged histogram: exact)."""
+        return ui_bins(self.step_histogram(run, step, rng))
+
+    def step_filters(self, run: str, step: str) -> tuple[list[str], list[str]]:
+        """Return the pipelines and workers a step of a run has data for."""
+        series = self.client.query(f'SHOW TAG VALUES FROM "{LATENCY}" WITH KEY IN ("pipeline", "worker") '
+                                   'WHERE "run" = $run AND "step" = $step', {"run": run, "step": step})
+        found: dict[str, set[str]] = {"pipeline": set(), "worker": set()}
+        for s in series:
+            for key, value in s.values:
+                found.setdefault(key, set()).add(value)
+        return sorted(found["pipeline"]), sorted(found["worker"])
+
+    def step_view(self, run: str, step: str, rng: TimeRange, interval_s: int, pipeline: str | None = None,
+                  worker: str | None = None) -> StepView:
+        """Return the step page's data for one step of a run over a range (optionally one pipeline/worker)."""
+        hists = self._histograms(run, rng, step=step, pipeline=pipeline, worker=worker)
+        counts = self._counts(run, rng, interval_s, step=step, pipeline=pipeline, worker=worker)
+        total = LatencyHistogram()
+        by_worker: dict[str, LatencyHistogram] = defaultdict(LatencyHistogram)
+        for k, h in hists.items():
+            total.add(h)
+            by_worker[k.worker].add(h)
+        worker_rates: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+        for k, rows in counts.items():
+            for t, v in rows:
+                worker_rates[k.worker][t] += v
+        workers = [group_stats(w, by_worker[w], [v / interval_s for v in worker_rates[w].values()])
+                   for w in sorted(by_worker)]
+        return StepView(total.total_count, ui_bins(total), total,
+                        total.percentiles(WALLAROO_PERCENTILES), _rate_series(counts, lambda k: k.pipeline, interval_s),
+                        workers, interval_s)
+
+
+def _rate_series(counts: Mapping[SeriesKey, list[tuple[int, int]]], keyf, interval_s: int) -> list[TimeSeries]:
+    """Sum counts per group and bucket and return events/s series, one per group."""
+    grouped: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for k, rows in counts.items():
+        for t, v in rows:
+            grouped[keyf(k)][t] += v
+    return [TimeSeries(name, tuple(sorted(g)), tuple(g[t] / interval_s for t in sorted(g)))
+            for name, g in sorted(grouped.items())]
+
