@@ -16,6 +16,23 @@ if not FIXTURES.is_dir():
     FIXTURES = Path(os.environ.get("MS_FIXTURES", "/work/shared/data/wallaroo-market-spread"))
 
 
+# The fast lane (`scripts/test --fast`) is `-m "not slow"`. Tests of these folders, and
+# tests using these fixtures (a browser; a real `marketspread bench` run), are slow by
+# nature: marking them here puts new ones in the full lane without anyone remembering to.
+SLOW_FOLDERS = ("reliability",)
+SLOW_FIXTURES = frozenset({"dash_duo", "bench_done"})
+_TESTS = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)                 # before `-m` deselects by mark
+def pytest_collection_modifyitems(config, items):
+    """Mark the tests of slow folders and fixtures `slow`."""
+    for item in items:
+        folder = Path(item.path).resolve().relative_to(_TESTS).parts[0]
+        if folder in SLOW_FOLDERS or SLOW_FIXTURES.intersection(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def fixtures() -> Path:
     """Folder of Wallaroo's Market Spread fixtures (../shared/data/...)."""

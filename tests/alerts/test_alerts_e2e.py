@@ -20,6 +20,8 @@ from engine.tools.generate import generate
 
 from .webhook_server import WebhookReceiver
 
+pytestmark = pytest.mark.slow      # a whole replay, then the evaluator firing and resolving, ~40 s
+
 
 def _wait(pred, timeout: float = 30.0, what: str = "condition"):
     deadline = time.monotonic() + timeout

@@ -15,6 +15,8 @@ from marketspread.replay import replay
 from engine.output.metrics_shipper import committed_intervals
 from engine.tools.generate import generate
 
+pytestmark = pytest.mark.slow      # whole Spark runs into InfluxDB, ~90 s
+
 
 @pytest.fixture
 def metrics_env(influx_client, monkeypatch):

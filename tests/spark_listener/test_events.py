@@ -5,10 +5,13 @@ import json
 import threading
 import time
 
+import pytest
 from pyspark.sql.functions import col
 from pyspark.sql.streaming import StreamingQueryListener
 
 from spark_listener.events import JsonEventsListener
+
+pytestmark = pytest.mark.slow      # two whole queries on Spark, ~20 s
 
 
 def _recorder(base):

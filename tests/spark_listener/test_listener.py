@@ -200,6 +200,7 @@ def test_stop_drains_the_queue():
 # a real query through the project's replay, into a real InfluxDB
 
 
+@pytest.mark.slow                   # a whole replay into InfluxDB, ~35 s
 def test_real_query_writes_progress_and_run_to_influxdb(spark, influx_client, tmp_path):
     from engine.config import Config
     from engine.ingress.log import read_head
