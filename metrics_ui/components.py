@@ -15,11 +15,10 @@ from dash import Input, Patch, dcc, html, no_update
 from flask import current_app
 
 from collector.bins import format_ns
-
-from metrics_ui.figures import figure_patch
 from collector.influx import InfluxError
 
 from metrics_ui.data import GroupStats, MetricsStore, StepBackpressure
+from metrics_ui.figures import figure_patch
 from collector.query.ranges import DEFAULT_RANGE, RANGE_CUSTOM, RANGES, TimeRange, picker_time, resolve_range
 
 EXTENSION = "metrics_ui"                 # key of the MetricsStore in the Flask app's extensions
@@ -355,13 +354,13 @@ class FigureMemo:
         return fig if patch is None else patch
 
 
+_MEMO_LOCK = threading.Lock()
+
+
 def figure_memo() -> FigureMemo:
     """Return the app's FigureMemo (made on first use)."""
     with _MEMO_LOCK:
         return current_app.extensions.setdefault("ms_figure_memo", FigureMemo())
-
-
-_MEMO_LOCK = threading.Lock()
 
 
 def only_changed(outputs: Mapping[str, tuple[object, Callable[[], object]]], previous: Mapping | None,
