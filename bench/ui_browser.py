@@ -7,7 +7,11 @@ Chromium, timing from the navigation's start until the page is complete: no Dash
 callback pending, no "loading…" placeholder left, and every chart drawn by Plotly. It also
 records the bytes each load transferred, and, with `--live`, the cost of a live refresh
 tick: a writer appends 1-s points to a live run while the job page is open, and each tick
-is timed from its first callback request to the last chart redrawn (`plotly_afterplot`).
+is timed from its first callback request to the last chart redrawn (`plotly_afterplot`),
+with the bytes its responses carried. The compare page is timed with two performance-test
+runs in it: synthetic records of `--compare-s` 1-s samples each, written through the bench's
+own recorder (perf.record) with their start-to-end histograms in `latency`, as a real
+`marketspread bench` run writes them.
 
     .venv/bin/python bench/ui_browser.py --hours 24 --state-dir /tmp/ui24   # ~10 min to write once
     .venv/bin/python bench/ui_browser.py --hours 1 --loads 5                 # a quick look
@@ -38,11 +42,14 @@ from collector.histogram import LatencyHistogram  # noqa: E402
 from collector.influx import InfluxClient, InfluxConfig  # noqa: E402
 from collector.influx.server import InfluxServer, free_port  # noqa: E402
 from collector.points import latency_point  # noqa: E402
+from perf.record import ProgressSample, RunRecord, StepLatency, record_points  # noqa: E402
+from perf.sysinfo import MachineInfo, ProcessSample  # noqa: E402
 
 import ui_render  # noqa: E402
 
 NS = 1_000_000_000
 LIVE_RUN = "bench-ui-live"
+COMPARE_RUNS = ("bench-ui-base", "bench-ui-next")
 LOADING = "loading…"
 
 # True once the page is complete: nothing pending in Dash's store, no placeholder, every chart drawn.
@@ -72,7 +79,7 @@ for (const p of document.querySelectorAll('.js-plotly-plot')) p.on('plotly_after
 """
 _TICK_READ_JS = """
 const reqs = performance.getEntriesByType('resource').filter(r => r.name.includes('_dash-update-component'))
-  .map(r => [r.startTime, r.responseEnd, r.transferSize]);
+  .map(r => [r.startTime, r.responseEnd, r.transferSize, r.decodedBodySize]);
 return [reqs, window.__plots];
 """
 
@@ -149,22 +156,61 @@ def measure_live(driver, base: str, client: InfluxClient, seconds: float) -> dic
         writer.join(5)
     # group requests into ticks: a new tick starts more than 300 ms after the previous request began
     ticks, current = [], []
-    for start, end, size in sorted(reqs):
+    for start, end, size, decoded in sorted(reqs):
         if current and start - current[-1][0] > 300:
             ticks.append(current)
             current = []
-        current.append((start, end, size))
+        current.append((start, end, size, decoded))
     if current:
         ticks.append(current)
-    durations, sizes = [], []
+    durations, sizes, bodies = [], [], []
     for i, tick in enumerate(ticks[:-1]):             # the last one may be cut by the read
         start = tick[0][0]
         nxt = ticks[i + 1][0][0]
-        done = max([e for _, e, _ in tick] + [p for p in plots if start <= p < nxt])
+        done = max([r[1] for r in tick] + [p for p in plots if start <= p < nxt])
         durations.append((done - start) / 1000.0)
-        sizes.append(sum(s for _, _, s in tick))
+        sizes.append(sum(r[2] for r in tick))
+        bodies.append(sum(r[3] for r in tick))
     return {"ticks": len(durations), "seconds": _summary(durations) if durations else None,
-            "transferred_bytes": _summary(sizes) if sizes else None}
+            "transferred_bytes": _summary(sizes) if sizes else None,
+            "decoded_bytes": _summary(bodies) if bodies else None}
+
+
+def write_compare_runs(client: InfluxClient, done: Path, seconds: int, seed: int) -> dict:
+    """Write two finished performance-test runs of `seconds` 1-s samples (once; `done` remembers them)."""
+    import numpy as np
+    if done.exists():
+        return json.loads(done.read_text())
+    rng = np.random.default_rng(seed)
+    machine = MachineInfo("bench-host", 2, 2, "bench cpu", 8 << 30, platform.release(), platform.python_version())
+    end = time.time_ns() // NS * NS - 3600 * NS
+    written = {}
+    for k, (run, slower) in enumerate(zip(COMPARE_RUNS, (1.0, 1.1))):
+        start = end - (2 - k) * (seconds + 60) * NS
+        hist, points, progress, processes = LatencyHistogram(), [], [], []
+        processed = 0
+        for i in range(seconds):
+            t = start + i * NS
+            h = LatencyHistogram.from_values(rng.lognormal(np.log(4e8 * slower), 0.4, 2000).astype(np.int64) + 1)
+            hist.add(h)
+            points.append(latency_point(IntervalHistogram(run, "orders", "start-to-end", "host-a/p0", t, NS, h)))
+            eps = 20_000 / slower * rng.normal(1.0, 0.03)
+            processed += int(eps)
+            progress.append(ProgressSample(t, processed, processed, eps, eps))
+            processes += [ProcessSample(name, t, cpu * rng.normal(1.0, 0.05), int(rss), 1)
+                          for name, cpu, rss in (("job", 150.0 * slower, 9e8), ("ingress", 20.0, 5e7))]
+        q = hist.percentiles((50.0, 90.0, 95.0, 99.0, 99.9))
+        e2e = StepLatency("start-to-end", hist.total_count, q[50.0], q[90.0], q[95.0], q[99.0], q[99.9], hist.max,
+                          hist.mean)
+        rec = RunRecord(run=run, label=run.rsplit("-", 1)[-1], started_ns=start, window_start_ns=start,
+                        window_end_ns=start + seconds * NS, git_commit="0" * 40, git_dirty=False, rate=20_000,
+                        duration_s=float(seconds), warmup_s=0.0, command=["bench"], commands={}, config={},
+                        machine=machine, events=processed, throughput_eps=processed / seconds,
+                        ingested_eps=processed / seconds, results_received=0, steps=[e2e], progress=progress,
+                        processes=processes)
+        written[run] = client.write(points + record_points(rec))
+    done.write_text(json.dumps(written))
+    return written
 
 
 def _start_ui(config: InfluxConfig, port: int, log_path: Path) -> subprocess.Popen:
@@ -191,6 +237,7 @@ def main(argv=None) -> int:
     ap.add_argument("--loads", type=int, default=10, help="loads per page")
     ap.add_argument("--live", type=float, default=30.0, help="seconds of live ticks to time (0: skip)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--compare-s", type=int, default=600, help="1-s samples of each of the compare page's two runs")
     ap.add_argument("--state-dir", type=Path, default=None, help="keep InfluxDB's data here and re-use it")
     args = ap.parse_args(argv)
     load = os.getloadavg()
@@ -204,13 +251,16 @@ def main(argv=None) -> int:
             config = server.config(db="bench_ui")
             client = InfluxClient(config)
             written = ui_render.ensure_run(client, done, args.hours, args.series, args.events_per_s, args.seed)
+            written["compare_runs"] = write_compare_runs(client, state / f"compare-{args.compare_s}.json",
+                                                         args.compare_s, args.seed)
             port = free_port()
             ui = _start_ui(config, port, Path(tmp) / "ui.log")
             base = f"http://127.0.0.1:{port}"
             driver = _driver()
             run = ui_render.RUN
             pages = {"runs": "/", "job": f"/run/{run}", "step": f"/step/{run}/start-to-end",
-                     "job, 24 h range": f"/run/{run}?range=24h", "alerts": "/alerts", "compare (empty)": "/compare"}
+                     "job, 24 h range": f"/run/{run}?range=24h", "alerts": "/alerts", "compare (empty)": "/compare",
+                     "compare, 2 runs": f"/compare?runs={','.join(COMPARE_RUNS)}"}
             results: dict = {}
             for name, path in pages.items():
                 load_page(driver, base + path)            # the first load warms the browser's cache
@@ -232,8 +282,14 @@ def main(argv=None) -> int:
             print(f"  first visit, job page: {first['seconds']:.3f} s, {first['transferred_bytes']:,} B "
                   f"transferred ({first['decoded_bytes']:,} B decoded)", flush=True)
             if args.live > 0:
-                results["live tick, job page"] = measure_live(driver, base, client, args.live)
-                print(f"  live tick: {results['live tick, job page']}", flush=True)
+                live = results["live tick, job page"] = measure_live(driver, base, client, args.live)
+                if live["seconds"]:
+                    print(f"  live tick ({live['ticks']} ticks): median {live['seconds']['median']:.3f} s  "
+                          f"p90 {live['seconds']['p90']:.3f} s  {live['transferred_bytes']['median']:,.0f} B "
+                          f"transferred per tick (median; p90 {live['transferred_bytes']['p90']:,.0f} B), "
+                          f"{live['decoded_bytes']['median']:,.0f} B decoded", flush=True)
+                else:
+                    print(f"  live tick: {live}", flush=True)
         finally:
             if driver is not None:
                 driver.quit()

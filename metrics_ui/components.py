@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
-from dash import Input, dcc, html, no_update
+import plotly.graph_objects as go
+from dash import Input, Patch, dcc, html, no_update
 from flask import current_app
 
 from collector.bins import format_ns
@@ -17,6 +20,7 @@ from collector.influx import InfluxError
 from collector.query.panels import StepBackpressure
 from collector.query.series import GroupStats
 from collector.query.store import MetricsStore
+from metrics_ui.figures import figure_patch
 from collector.query.ranges import DEFAULT_RANGE, RANGE_CUSTOM, RANGES, TimeRange, picker_time, resolve_range
 
 EXTENSION = "metrics_ui"                 # key of the MetricsStore in the Flask app's extensions
@@ -324,18 +328,67 @@ def job_graph(latest: Sequence[StepBackpressure], graph_id: str) -> html.Div:
                               **{"data-step": "job"})], id=graph_id, className="job-graph")
 
 
-def only_changed(outputs: Mapping[str, tuple[object, Callable[[], object]]], previous: Mapping | None
-                 ) -> tuple[list, dict[str, str]]:
+class FigureMemo:
+    """The figures lately sent to pages, by the digest of their source, so a live tick can send a figure's change.
+
+    A page's digests store says which figure each chart holds (the digest of what it was
+    built from); the memo keeps that figure, so the next tick can send a Patch of the
+    points dropped and appended (`figures.figure_patch`) instead of the whole figure. The
+    digest comes from the page, so a response the page dropped, another server process or
+    an evicted entry only costs a whole figure, never a wrong one.
+    """
+
+    def __init__(self, size: int = 64):
+        self._size = size
+        self._figures: OrderedDict[tuple[str, str], dict] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def send(self, name: str, held: str | None, digest: str, fig: go.Figure) -> go.Figure | Patch:
+        """Remember `fig` as `name`'s figure of `digest`; return the Patch from the page's `held` one, else `fig`."""
+        new = fig.to_plotly_json()
+        with self._lock:
+            old = self._figures.get((name, held)) if held else None
+            self._figures[(name, digest)] = new
+            self._figures.move_to_end((name, digest))
+            while len(self._figures) > self._size:
+                self._figures.popitem(last=False)
+        patch = figure_patch(old, new) if old is not None else None
+        return fig if patch is None else patch
+
+
+_MEMO_LOCK = threading.Lock()
+
+
+def figure_memo() -> FigureMemo:
+    """Return the app's FigureMemo (made on first use)."""
+    with _MEMO_LOCK:
+        return current_app.extensions.setdefault("ms_figure_memo", FigureMemo())
+
+
+def only_changed(outputs: Mapping[str, tuple[object, Callable[[], object]]], previous: Mapping | None,
+                 patch: Collection[str] = (), scope: str = "", tick: bool = True) -> tuple[list, dict[str, str]]:
     """Return each output built, or `no_update` when its source is what it was at the last answer; and the digests.
 
     `outputs` maps a name to (source, build): the source is what the output is made of
     (typed records, the range, text), so an unchanged one costs neither building nor
     sending. A live page's tick then sends only the figures and tables that changed; the
     digests (a few bytes each) go back to the page in a dcc.Store and come with the next tick.
+    The figures named in `patch` go as a Patch of the figure the page holds (its new points
+    and trimmed old ones, `FigureMemo`) when that is smaller; `scope` (the page) names them in the memo.
+    Unless `tick` (a refresh, not the user's new range or filter), they go whole, and are remembered.
     """
     digests = {k: hashlib.blake2b(repr(src).encode(), digest_size=12).hexdigest() for k, (src, _) in outputs.items()}
     before = previous if isinstance(previous, Mapping) else {}
-    return [no_update if before.get(k) == digests[k] else build() for k, (_, build) in outputs.items()], digests
+    out = []
+    for k, (_, build) in outputs.items():
+        if before.get(k) == digests[k]:
+            out.append(no_update)
+            continue
+        value = build()
+        if k in patch and isinstance(value, go.Figure):
+            value = figure_memo().send(f"{scope}:{k}", before.get(k) if tick else None, digests[k], value)
+        out.append(value)
+    return out, digests
 
 
 def as_is(value) -> tuple[object, Callable[[], object]]:

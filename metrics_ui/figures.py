@@ -8,10 +8,11 @@ figure carrying the page's empty-state text.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from dash import Patch
 
 from collector.bins import UiBin, format_ns
 from collector.histogram import LatencyHistogram
@@ -295,3 +296,63 @@ def _log_range_with_headroom(values: Sequence[float]) -> list[float] | None:
     low, high = float(np.log10(min(positive))), float(np.log10(max(positive)))
     span = max(high - low, 0.1)          # a flat curve still gets a readable band
     return [low - 0.05 * span, high + 0.2 * span]
+
+
+#: A trace's per-point arrays: a live update trims them at the front and extends them at the back.
+POINT_ARRAYS = ("x", "y", "customdata", "text", "hovertext")
+
+
+def _points(trace: Mapping) -> list[tuple]:
+    """Return a trace's points, each the tuple of its per-point values (x, y, customdata, ...)."""
+    arrays = [list(trace[k]) for k in POINT_ARRAYS if k in trace and trace[k] is not None]
+    return list(zip(*arrays)) if arrays else []
+
+
+def figure_patch(old: Mapping, new: Mapping, max_share: float = 0.5) -> Patch | None:
+    """Return the Patch that turns figure `old` into `new` by points dropped and appended; None if it does not pay.
+
+    `old` and `new` are figures as `go.Figure.to_plotly_json()` gives them. A live chart's
+    window slides: points leave at the front, new ones arrive at the back, and the last few
+    may be revised (a second still being written). So, per trace, the points of `old`
+    before `new`'s first are deleted, the longest run of equal points is kept, the rest of
+    `old` is deleted and the rest of `new` appended; layout keys that differ (the x range,
+    the markers, ticks) are assigned whole. None, meaning "send the whole figure", when
+    the traces differ in number or style, or when more than `max_share` of the points change.
+    """
+    old_data, new_data = list(old.get("data", ())), list(new.get("data", ()))
+    if len(old_data) != len(new_data):
+        return None
+    patch, changed, total = Patch(), 0, 0
+    for i, (a, b) in enumerate(zip(old_data, new_data)):
+        if {k: v for k, v in a.items() if k not in POINT_ARRAYS} != {k: v for k, v in b.items() if k not in POINT_ARRAYS}:
+            return None
+        arrays = [k for k in POINT_ARRAYS if k in b and b[k] is not None]
+        if arrays != [k for k in POINT_ARRAYS if k in a and a[k] is not None]:
+            return None
+        was, now = _points(a), _points(b)
+        xs = [p[0] for p in was] if arrays and arrays[0] == "x" else was
+        first = (now[0][0] if arrays and arrays[0] == "x" else now[0]) if now else None
+        drop = xs.index(first) if now and first in xs else len(was)
+        keep = 0
+        while keep < len(now) and drop + keep < len(was) and was[drop + keep] == now[keep]:
+            keep += 1
+        cut = len(was) - drop - keep
+        changed += drop + cut + len(now) - keep
+        total += len(now)
+        for j, k in enumerate(arrays):
+            for _ in range(drop):
+                del patch["data"][i][k][0]
+            for _ in range(cut):
+                del patch["data"][i][k][keep]
+            if keep < len(now):
+                patch["data"][i][k].extend([p[j] for p in now[keep:]])
+    if changed > max_share * max(total, 1):
+        return None
+    old_layout, new_layout = old.get("layout", {}), new.get("layout", {})
+    for k in new_layout:
+        if old_layout.get(k) != new_layout[k]:
+            patch["layout"][k] = new_layout[k]
+    for k in old_layout:
+        if k not in new_layout:
+            del patch["layout"][k]
+    return patch

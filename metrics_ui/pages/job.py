@@ -4,8 +4,10 @@ The range and refresh rate live in the page's address (`?range=1h`, `?range=cust
 `&refresh=5`), so a view can be bookmarked and shared; zooming the time axis of any chart makes
 that the page's range. One callback resolves the range on each tick and reads the latency
 figures; the backpressure, Spark and ingress panels follow from its window in callbacks of
-their own, and every panel sends only the outputs that changed since its last answer. Charts
-keep the user's zoom and hidden series across live updates (`uirevision`).
+their own, and every panel sends only the outputs that changed since its last answer: on a
+refresh tick a chart goes as a Patch of its new points (and the old ones its window dropped),
+whole on the first load and when the user picks a range. Charts keep the user's zoom and
+hidden series across live updates (`uirevision`).
 """
 from __future__ import annotations
 
@@ -99,11 +101,14 @@ def layout(run_id: str | None = None, **query) -> html.Div:
 
 
 def _window(rng: TimeRange, interval: int, revision: str, markers: list[Marker], bp_end: int,
-            shown: TimeRange) -> dict:
-    """Return what the panels need of the main callback's range, as the JOB_WINDOW store holds it."""
+            shown: TimeRange, tick: bool = False) -> dict:
+    """Return what the panels need of the main callback's range, as the JOB_WINDOW store holds it.
+
+    `tick` says the range came from a refresh (not the user's pick), so charts may go as a Patch.
+    """
     return {"start": rng.start_ns, "end": rng.end_ns, "interval": interval, "revision": revision,
             "bp_end": bp_end, "markers": [[m.time_ns, m.kind, m.text] for m in markers],
-            "shown": [shown.start_ns, shown.end_ns]}
+            "shown": [shown.start_ns, shown.end_ns], "tick": tick}
 
 
 def _unpack(window: dict) -> tuple[TimeRange, int, str, list[Marker]]:
@@ -155,6 +160,7 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
     bp_end = _backpressure_range(rng, info.anchor_ns(now), info.live).end_ns
     shown = c.shown_range(rng, info.first_ns, bp_end)
     frame = (shown, revision, markers)
+    tick = ctx.triggered_id == JOB_INTERVAL        # a refresh: charts send their new points only
     changed, digests = c.only_changed({
         "title": c.as_is(info.status), "class": c.as_is(f"status status-{info.status}"), "summary": c.as_is(summary),
         "throughput": ((view.throughput, frame), lambda: figures.time_axes(
@@ -165,9 +171,9 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
         "pipelines": (view.pipelines,
                       lambda: c.table(c.STATS_HEADER, c.stats_rows(view.pipelines), JOB_PIPELINES + "-table")),
         "workers": (view.workers, lambda: c.table(c.STATS_HEADER, c.stats_rows(view.workers), JOB_WORKERS + "-table")),
-    }, digests)
-    return (*changed, _url_banner(url_error), info.live, _window(rng, interval, revision, markers, bp_end, shown),
-            digests)
+    }, digests, patch=("throughput", "percentiles"), scope="job", tick=tick)
+    return (*changed, _url_banner(url_error), info.live,
+            _window(rng, interval, revision, markers, bp_end, shown, tick), digests)
 
 
 @callback(Output(JOB_BP, "children"), Output(JOB_GRAPH, "children"), Output(JOB_BP_BUSY, "figure"),
@@ -196,7 +202,8 @@ def refresh_backpressure(window, run, digests):
 
     charts = (bp, shown, revision, markers)
     changed, digests = c.only_changed({"table": (bp.latest, panel(0)), "graph": (bp.latest, panel(1)),
-                                       "busy": (charts, panel(2)), "backlog": (charts, panel(3))}, digests)
+                                       "busy": (charts, panel(2)), "backlog": (charts, panel(3))}, digests,
+                                      patch=("busy", "backlog"), scope="job-bp", tick=bool(window.get("tick")))
     return (*changed, digests)
 
 
@@ -234,7 +241,7 @@ def refresh_spark_and_ingress(window, run, digests):
         "batches": chart(figures.batch_figure, batches, _BATCH_TITLE), "batch_summary": c.as_is(batch_summary),
         "bad": chart(figures.bad_frames_figure, ingress, _BAD_TITLE),
         "muted": chart(figures.muted_figure, ingress, _MUTED_TITLE), "ingress_summary": c.as_is(ingress_summary)},
-        digests)
+        digests, patch=("batches", "bad", "muted"), scope="job-spark", tick=bool(window.get("tick")))
     return (*changed, digests)
 
 

@@ -2,14 +2,14 @@
 
 Like the job page, its range and refresh rate live in the address, a zoom of the throughput
 chart's time axis becomes the range, charts keep the user's view across live updates, and
-a tick sends only the outputs that changed.
+a tick sends only the outputs that changed (the throughput chart as a Patch of its new points).
 """
 from __future__ import annotations
 
 from urllib.parse import quote, unquote
 
 import dash
-from dash import Input, Output, State, callback, clientside_callback, dcc, html
+from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html
 from flask import current_app
 
 from collector.bins import format_ns
@@ -138,7 +138,8 @@ def refresh_step(_n, choice, from_date, from_time, to_date, to_time, pipeline, w
         "csv": c.as_is(export_url(run, step, "csv", rng, worker or None, pipeline or None)),
         "hgrm": c.as_is(export_url(run, step, "hgrm", rng, worker or None, pipeline or None)),
         "pipelines": c.as_is([{"label": x, "value": x} for x in pipelines]),
-        "workers_filter": c.as_is([{"label": x, "value": x} for x in workers])}, digests)
+        "workers_filter": c.as_is([{"label": x, "value": x} for x in workers])}, digests,
+        patch=("throughput",), scope="step", tick=ctx.triggered_id == STEP_INTERVAL)
     return (*changed, c.warning_banner(url_error) if isinstance(url_error, str) and url_error else None,
             info.live, digests)
 
