@@ -16,8 +16,12 @@ import threading
 import time
 from pathlib import Path
 
+from collector.influx import InfluxClient, InfluxConfig, InfluxError, InfluxWriter
 from collector.names import check_name
 
+from alerts.evaluator import read_status, start_evaluator
+from alerts.history import AlertHistory
+from alerts.namespace import load_namespace
 from alerts.rules import CONDITION_HELP, Rule, format_duration, redact_url
 from alerts.scope_names import check_rules
 from alerts.store import RuleStore, default_rules_path, read_rules_file
@@ -81,7 +85,6 @@ def _list(args, store: RuleStore) -> int:
         print(f"no rules in {store.path} (add one: marketspread alerts add NAME 'p99 > 5ms')")
         return 0
     states, note = _current_states(store)
-    from alerts.evaluator import read_status
     status = read_status(store.path)
     errors = (status or {}).get("errors", {})
     for r in rules:
@@ -105,10 +108,6 @@ def _list(args, store: RuleStore) -> int:
 
 def _current_states(store: RuleStore) -> tuple[dict[str, str], str | None]:
     """Return the rules' states as this folder's evaluator recorded them (its namespace only)."""
-    from collector.influx import InfluxClient, InfluxConfig, InfluxError
-
-    from alerts.history import AlertHistory
-    from alerts.namespace import load_namespace
     client = InfluxClient(InfluxConfig.from_env())
     try:
         return {k: e.state for k, e in AlertHistory(client, load_namespace(store.path)).current().items()}, None
@@ -146,7 +145,6 @@ def _check_webhooks(rules: list[Rule]) -> list[str]:
 
 def _check_scope_names(rules: list[Rule]) -> list[str]:
     """Refuse a step, pipeline or worker no run reports (InfluxDB from MS_INFLUX_*); return notes."""
-    from collector.influx import InfluxClient, InfluxConfig
     client = InfluxClient(InfluxConfig.from_env())
     try:
         return check_rules(client, rules)
@@ -177,9 +175,6 @@ def _mute(args, store: RuleStore) -> int:
 
 
 def _serve(args, store: RuleStore) -> int:
-    from collector.influx import InfluxClient, InfluxConfig, InfluxWriter
-
-    from alerts.evaluator import start_evaluator
     if args.interval is not None and not args.interval > 0:
         raise ValueError("--interval must be more than 0 seconds")
     policy = WebhookPolicy.from_env()                     # a bad MS_WEBHOOK_ALLOW: one line, exit 2

@@ -25,6 +25,7 @@ would record (0 to 2**42 - 1) lands in exactly the index ``hdrh`` gives it.
 from __future__ import annotations
 
 import struct
+import timeit
 from dataclasses import dataclass
 from typing import Iterable, Iterator, NamedTuple
 
@@ -355,8 +356,6 @@ class LatencyHistogram:
 
 def _benchmark(repeat: int = 7) -> None:
     """Print the cost of bucket_indices and record_batch on log-uniform latencies (1 µs to 1 s)."""
-    import timeit
-
     rng = np.random.default_rng(1)
     for n in (1_000, 100_000):
         values = np.exp(rng.uniform(np.log(1e3), np.log(1e9), n)).astype(np.int64)

@@ -76,7 +76,6 @@ def record_groups(step: str, names: tuple[str, ...], group: np.ndarray, worker: 
 
 def subtract_groups(total: list[StepSample], part: list[StepSample]) -> list[StepSample]:
     """Take `part`'s counts out of `total` (same step; samples matched by pipeline)."""
-    from collector.histogram import COUNTS_LEN as _N
     minus = {s.pipeline: s.counts for s in part}
     out = []
     for s in total:
@@ -84,7 +83,7 @@ def subtract_groups(total: list[StepSample], part: list[StepSample]) -> list[Ste
         if m is None:
             out.append(s)
             continue
-        dense = np.zeros(_N, np.int64)
+        dense = np.zeros(COUNTS_LEN, np.int64)
         dense[s.counts.indices] = s.counts.counts
         np.subtract.at(dense, m.indices, m.counts)
         if dense.min() < 0:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import time
+from urllib.parse import quote, urlencode
 
 from flask import Blueprint, Response, current_app, request
 
@@ -47,7 +48,6 @@ def neutralise_cell(value: object) -> object:
 def export_url(run: str, step: str, fmt: str, rng: TimeRange | None = None, worker: str | None = None,
                pipeline: str | None = None) -> str:
     """Return the export route's URL for a run, step and optional range and filters."""
-    from urllib.parse import quote, urlencode
     params: dict[str, str] = {}
     if rng is not None:
         params.update({"from": f"{rng.start_ns}ns", "to": f"{rng.end_ns}ns"})

@@ -15,7 +15,7 @@ from flask import Flask
 from collector.query.ranges import TimeRange
 from metrics_ui import components as c
 from metrics_ui import figures
-from metrics_ui.data import TimeSeries
+from collector.query.series import TimeSeries
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS
