@@ -10,6 +10,7 @@ fired); a firing one goes to RESOLVED, which is notified, and stays RESOLVED for
 empty result fires nothing). `advance` returns the new state and the transition, if any.
 """
 from __future__ import annotations
+from collector.units import NS
 
 from dataclasses import dataclass, replace
 from typing import Iterable, NamedTuple
@@ -18,7 +19,6 @@ OK, PENDING, FIRING, RESOLVED = "OK", "PENDING", "FIRING", "RESOLVED"
 STATES = (OK, PENDING, FIRING, RESOLVED)
 NOTIFIED = (FIRING, RESOLVED)                 # the transitions sent to a webhook
 RESOLVED_HOLD_S = 60.0
-_NS = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def advance(current: AlertState, breached: bool, value: float | None, now_ns: in
     if breached:
         if s in (OK, RESOLVED):
             nxt = FIRING if for_s <= 0 else PENDING
-        elif s == PENDING and now_ns - current.since_ns >= for_s * _NS:
+        elif s == PENDING and now_ns - current.since_ns >= for_s * NS:
             nxt = FIRING
         else:
             nxt = s
@@ -53,7 +53,7 @@ def advance(current: AlertState, breached: bool, value: float | None, now_ns: in
             nxt = OK
         elif s == FIRING:
             nxt = RESOLVED
-        elif s == RESOLVED and now_ns - current.since_ns >= resolved_hold_s * _NS:
+        elif s == RESOLVED and now_ns - current.since_ns >= resolved_hold_s * NS:
             nxt = OK
         else:
             nxt = s

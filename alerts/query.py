@@ -17,10 +17,10 @@ from collector.histogram import LatencyHistogram
 from collector.influx import InfluxClient
 from collector.query.series import LATENCY, merge_blobs
 from collector.query.ranges import format_time
+from collector.units import NS
 
 from alerts.rules import BACKLOG, BACKPRESSURE, LATENCY as KIND_LATENCY, THROUGHPUT, Rule
 
-NS = 1_000_000_000
 SETTLE_S = 5.0
 _JOB_FIELDS = {BACKLOG: "backlog", BACKPRESSURE: "backpressured_share"}
 

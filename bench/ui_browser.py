@@ -42,12 +42,12 @@ from collector.histogram import LatencyHistogram  # noqa: E402
 from collector.influx import InfluxClient, InfluxConfig  # noqa: E402
 from collector.influx.server import InfluxServer, free_port  # noqa: E402
 from collector.points import latency_point  # noqa: E402
+from collector.units import NS  # noqa: E402
 from perf.record import ProgressSample, RunRecord, StepLatency, record_points  # noqa: E402
 from perf.sysinfo import MachineInfo, ProcessSample  # noqa: E402
 
 import ui_render  # noqa: E402
 
-NS = 1_000_000_000
 LIVE_RUN = "bench-ui-live"
 COMPARE_RUNS = ("bench-ui-base", "bench-ui-next")
 LOADING = "loading…"

@@ -51,8 +51,8 @@ from collector.histogram import LatencyHistogram  # noqa: E402
 from collector.influx import InfluxClient, InfluxConfig, Point, ensure_database  # noqa: E402
 from collector.influx.server import InfluxServer  # noqa: E402
 from collector.points import latency_point  # noqa: E402
+from collector.units import NS  # noqa: E402
 
-NS = 1_000_000_000
 RUN = "bench-ui-24h"
 STEPS = ("ingress", "source", "check_market_data", "sink", "start-to-end")
 PIPELINES = ("nbbo", "orders")

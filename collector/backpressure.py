@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Protocol, Sequence
 
 from collector.influx import Point
+from collector.units import NS
 
 BACKPRESSURE = "backpressure"
 STEP_JOB = "job"
@@ -31,7 +32,6 @@ STEP_INGRESS = "ingress"
 OK, LOW, HIGH = "OK", "LOW", "HIGH"
 OK_MAX, LOW_MAX = 0.10, 0.50          # Flink's thresholds (inclusive upper bounds)
 WINDOW_S = 10.0
-_NS = 1_000_000_000
 
 
 class BatchTiming(Protocol):
@@ -98,7 +98,7 @@ def muted_share(samples: Sequence[IngressSample]) -> float | None:
     if len(samples) < 2:
         return None
     s = sorted(samples, key=lambda x: x.ts_ns)
-    span = (s[-1].ts_ns - s[0].ts_ns) / _NS
+    span = (s[-1].ts_ns - s[0].ts_ns) / NS
     if span <= 0:
         return None
     muted = sum(b.muted_seconds - a.muted_seconds if b.muted_seconds >= a.muted_seconds else b.muted_seconds
@@ -111,7 +111,7 @@ def backlog_growth(samples: Sequence[tuple[int, int]]) -> float | None:
     if len(samples) < 2:
         return None
     s = sorted(samples)
-    dt = (s[-1][0] - s[0][0]) / _NS
+    dt = (s[-1][0] - s[0][0]) / NS
     return (s[-1][1] - s[0][1]) / dt if dt > 0 else None
 
 
@@ -125,7 +125,7 @@ def job_figures(batches: Sequence[BatchTiming], end_ns: int, window_s: float = W
     the growth, the latest the backlog. `ingress_muted_share`, when known, is reported as
     the job's backpressured share and gives its status.
     """
-    start = end_ns - int(window_s * _NS)
+    start = end_ns - int(window_s * NS)
     if not_before_ns is not None:
         start = max(start, not_before_ns)
     busy = busy_share(batches, start, end_ns)
@@ -140,7 +140,7 @@ def ingress_figures(samples: Sequence[IngressSample], end_ns: int | None = None,
     """Compute the ingress' figures over the `window_s` seconds before `end_ns` (default: last sample)."""
     if end_ns is None:
         end_ns = max((s.ts_ns for s in samples), default=0)
-    start = end_ns - int(window_s * _NS)
+    start = end_ns - int(window_s * NS)
     recent = sorted((s for s in samples if start <= s.ts_ns <= end_ns), key=lambda s: s.ts_ns)
     muted = muted_share(recent)
     return BackpressureFigures(None, muted, None, recent[-1].backlog if recent else None,
@@ -173,9 +173,9 @@ def step_figures(busy: Iterable[StepBusy], step: str, end_ns: int, tasks: int,
     share is 0 and their status OK: when the job falls behind, it is the ingress
     upstream that is backpressured (muted), as Flink shows it on the upstream task.
     """
-    start = end_ns - int(window_s * _NS)
+    start = end_ns - int(window_s * NS)
     spent = sum(b.busy_ns.get(step, 0) for b in busy if start < b.end_ns <= end_ns)
-    share = min(1.0, spent / (window_s * _NS * max(1, tasks)))
+    share = min(1.0, spent / (window_s * NS * max(1, tasks)))
     return BackpressureFigures(share, 0.0, 1.0 - share, None, None, status(0.0))
 
 

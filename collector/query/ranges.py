@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 from typing import NamedTuple
 
 from collector.names import InvalidName, check_name, check_tag_value, is_name  # noqa: F401 (the one validator)
+from collector.units import NS
 
-NS = 1_000_000_000
 LIVE_AFTER_NS = 10 * NS                      # a run is live if its last point is younger
 #: Relative range choices of the picker: value -> (label, seconds).
 RANGES = {"5m": ("last 5 min", 300), "1h": ("last 1 h", 3600), "24h": ("last 24 h", 86400)}

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
-from collector.query.ranges import NS, TimeRange
+from collector.query.ranges import TimeRange
+from collector.units import NS
 
 BASE_S = 1
 #: Rollup lengths the collector writes (collector.aggregate.ROLLUP_INTERVALS_S), coarse first.

@@ -16,7 +16,8 @@ from collector.bins import UiBin
 from collector.codec import decode
 from collector.histogram import LatencyHistogram, SparseCounts
 
-from collector.query.ranges import NS, anchor_ns
+from collector.query.ranges import anchor_ns
+from collector.units import NS
 
 LATENCY = "latency"
 START_TO_END = "start-to-end"

@@ -23,7 +23,8 @@ from collector.influx import RP_ROLLUP, InfluxClient, InfluxError
 from collector.points import INTERVAL_TAG, interval_label
 
 from collector.query.panels import PanelStore
-from collector.query.ranges import NS, TimeRange, format_time, is_live
+from collector.query.ranges import TimeRange, format_time, is_live
+from collector.units import NS
 from collector.query.resolution import BASE_S, ROLLUPS_S, bucket_of, missing, plan, rollups_up_to
 from collector.query.series import (LATENCY, START_TO_END, WALLAROO_PERCENTILES, JobView, RunInfo, SeriesKey,
                                     StepView, TimeSeries, group_stats, merge_blobs, step_rank)

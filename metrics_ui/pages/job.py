@@ -22,7 +22,8 @@ from collector.influx import InfluxError
 from metrics_ui import components as c
 from metrics_ui import figures
 from collector.query.panels import BackpressureView, Marker
-from collector.query.ranges import NS, RANGE_CUSTOM, TimeRange, check_name
+from collector.query.ranges import RANGE_CUSTOM, TimeRange, check_name
+from collector.units import NS
 from collector.query.resolution import bucket_s
 
 dash.register_page(__name__, path_template="/run/<run_id>", title="Run · Market Spread metrics", name="Run")

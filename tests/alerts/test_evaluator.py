@@ -18,10 +18,10 @@ from collector.histogram import LatencyHistogram
 from collector.influx import InfluxClient, InfluxConfig, Point
 from collector.points import latency_point
 from collector.testing import MemoryWriter
+from collector.units import NS
 
 from .webhook_server import WebhookReceiver
 
-NS = 1_000_000_000
 
 
 def _write_run(client, run: str, now: int) -> None:

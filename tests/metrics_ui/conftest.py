@@ -10,8 +10,8 @@ import pytest
 from collector.aggregate import IntervalHistogram
 from collector.histogram import LatencyHistogram
 from collector.points import latency_point
+from collector.units import NS
 
-NS = 1_000_000_000
 STEPS = ("ingress", "source", "check_market_data", "sink", "start-to-end")
 PIPELINES = ("nbbo", "orders")
 # (median ns, sigma) of a lognormal per step: ingress ~50 µs ... start-to-end ~400 ms

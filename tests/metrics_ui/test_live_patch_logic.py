@@ -16,8 +16,8 @@ from collector.query.ranges import TimeRange
 from metrics_ui import components as c
 from metrics_ui import figures
 from collector.query.series import TimeSeries
+from collector.units import NS
 
-NS = 1_000_000_000
 T0 = 1_700_000_000 * NS
 
 

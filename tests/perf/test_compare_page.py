@@ -11,13 +11,13 @@ from collector.aggregate import IntervalHistogram
 from collector.histogram import LatencyHistogram
 from collector.influx.server import free_port
 from collector.points import latency_point
+from collector.units import NS
 from perf.record import ProgressSample, RunRecord, StepLatency, write_record
 from perf.sysinfo import ProcessSample
 from metrics_ui.app import UiConfig, create_app
 from metrics_ui.components import fmt_latency
 
 TIMEOUT = 15
-NS = 1_000_000_000
 
 
 def _slower_copy(base: RunRecord, client, path, name: str = "slow-run", label: str = "slow", latency: float = 2.0,

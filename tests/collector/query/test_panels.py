@@ -5,7 +5,8 @@ import time
 
 from collector.influx import Point
 from collector.query.panels import counter_growth
-from collector.query.ranges import NS, TimeRange
+from collector.query.ranges import TimeRange
+from collector.units import NS
 from collector.query.store import MetricsStore
 
 

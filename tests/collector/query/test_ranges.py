@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from metrics_ui.figures import curve_levels
-from collector.query.ranges import NS, TimeRange, anchor_ns, check_name, check_worker, format_time, is_live, parse_time, resolve_range
+from collector.query.ranges import TimeRange, anchor_ns, check_name, check_worker, format_time, is_live, parse_time, resolve_range
+from collector.units import NS
 
 
 def test_parse_time_accepts_ns_and_rfc3339_to_the_ns():

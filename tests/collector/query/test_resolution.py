@@ -1,5 +1,6 @@
 """Covering a range with rollups and 1-s points (pure)."""
-from collector.query.ranges import NS, TimeRange
+from collector.query.ranges import TimeRange
+from collector.units import NS
 from collector.query.resolution import aligned_span, bucket_s, rollups_up_to
 
 H = 3600 * NS

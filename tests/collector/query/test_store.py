@@ -11,7 +11,8 @@ from collector.influx import RP_ROLLUP
 from collector.points import latency_point
 from collector.samples import StepSample
 from collector.query.store import MetricsStore
-from collector.query.ranges import NS, TimeRange
+from collector.query.ranges import TimeRange
+from collector.units import NS
 
 RUN, STEP = "roll-1", "start-to-end"
 
