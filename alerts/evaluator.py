@@ -27,9 +27,11 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Mapping
 
 from collector.background import lower_thread_priority
 from collector.influx import InfluxClient, InfluxConfig, InfluxError
+from collector.settings import environment
 
 from alerts.evaluate import NOTIFIED, OK, RESOLVED_HOLD_S, STATES, AlertState, Transition, advance
 from alerts.history import AlertEvent, AlertHistory, event_point, notification_point
@@ -197,8 +199,8 @@ def _take_lock(path: Path) -> int | None:
     return fd
 
 
-def _interval_from_env() -> float:
-    raw = os.environ.get("MS_ALERTS_INTERVAL_S")
+def _interval_from_env(environ: Mapping[str, str] | None = None) -> float:
+    raw = environment(environ).get("MS_ALERTS_INTERVAL_S")
     if not raw:
         return DEFAULT_INTERVAL_S
     try:

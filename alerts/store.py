@@ -12,9 +12,9 @@ import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
-from collector.settings import default_state_dir
+from collector.settings import default_state_dir, environment
 from alerts.namespace import load_namespace
 from alerts.rules import Rule
 
@@ -24,12 +24,13 @@ MAX_RULES_FILE_BYTES = 1 << 20         # `alerts load`: 1 MiB
 MAX_YAML_DEPTH = 20                    # a rules file nests 3 levels; this refuses a deep-nesting bomb
 
 
-def default_rules_path(state_dir: Path | None = None) -> Path:
-    """Return the rules file: `$MS_ALERTS_FILE`, else `<state>/alerts/rules.json`."""
-    if os.environ.get("MS_ALERTS_FILE"):
-        return Path(os.environ["MS_ALERTS_FILE"])
+def default_rules_path(state_dir: Path | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """Return the rules file: `$MS_ALERTS_FILE`, else `<state>/alerts/rules.json` (None: this process's environment)."""
+    environ = environment(environ)
+    if environ.get("MS_ALERTS_FILE"):
+        return Path(environ["MS_ALERTS_FILE"])
     if state_dir is None:
-        state_dir = default_state_dir()
+        state_dir = default_state_dir(environ)
     return Path(state_dir) / "alerts" / "rules.json"
 
 

@@ -23,11 +23,12 @@ True
 from __future__ import annotations
 
 import ipaddress
-import os
 import socket
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 from urllib.parse import urlsplit
+
+from collector.settings import environment
 
 ENV_ALLOW = "MS_WEBHOOK_ALLOW"
 MAX_ADDRESSES = 8                      # connect attempts per send (each bounded by the timeout)
@@ -99,8 +100,8 @@ class WebhookPolicy:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "WebhookPolicy":
-        """Build from `MS_WEBHOOK_ALLOW` (raise ValueError on a bad entry)."""
-        return cls.parse((os.environ if environ is None else environ).get(ENV_ALLOW))
+        """Build from `MS_WEBHOOK_ALLOW`, None: this process's (raise ValueError on a bad entry)."""
+        return cls.parse(environment(environ).get(ENV_ALLOW))
 
     def refusal(self, host: str, address: str) -> str | None:
         """Return why a connection to `address` (resolved from `host`) is refused, None if allowed."""

@@ -38,12 +38,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.config import Config  # noqa: E402
-from engine.wire.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE  # noqa: E402
+from engine.wire.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE, Nbbo, Order  # noqa: E402
 from perf.fleet import Fleet, Proc, check_alive, log_tail, session_members, signals_ignored, wait_until  # noqa: E402,F401
 from engine.ingress.stats import read_stats  # noqa: E402
 from engine.ingress.log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head  # noqa: E402
 from engine.output.results import read_batch, read_committed  # noqa: E402
-from engine.rule import WIDE_ABS, WIDE_REL  # noqa: E402
+from engine.rule import reference_results  # noqa: E402
 from perf.sysinfo import SessionSampler  # noqa: E402
 from engine.tools.generate import generate  # noqa: E402
 
@@ -397,46 +397,46 @@ def cadence_figures(ids: np.ndarray, times: np.ndarray, ends: dict[int, int],
 # --------------------------------------------------------------------------- exactness
 
 class ReferenceRule:
-    """The rule in plain Python, fed log records in arrival order, chunk by chunk.
+    """engine/rule.py's `reference_results`, fed log records in arrival order, chunk by chunk.
 
-    The loop is the rule as Wallaroo states it (see engine/rule.py's `reference_results`):
-    each symbol keeps its last quote; a never-quoted symbol rejects. Its state carries
-    over between chunks, so a reader can follow a live log (and let retention delete
-    what it has read: tests/reliability/test_retention.py).
+    Its state carries over between chunks, so a reader can follow a live log (and let
+    retention delete what it has read: tests/reliability/test_retention.py): each chunk
+    goes to the rule after every symbol's last quote so far, which sets that state again.
     """
 
     def __init__(self):
-        self.state: dict[int, tuple[bool, float, float]] = {}
+        self.last_quote: dict[int, Nbbo] = {}
         self.parts: list[dict[str, np.ndarray]] = []
         self.n_nbbo = self.n_orders = 0
 
     def feed(self, start: int, rec: np.ndarray) -> None:
         """Run the rule over records `rec` (seq `start` on); keep their expected results."""
-        state, never_quoted = self.state, (True, 0.0, 0.0)
         nbbo, order = rec.view(_NBBO_REC).reshape(-1), rec.view(_ORDER_REC).reshape(-1)
         kinds, nbbo_sym, order_sym = nbbo["type"].tolist(), nbbo["key"].tolist(), order["key"].tolist()
         bids, offers = nbbo["bid"].tolist(), nbbo["offer"].tolist()
-        rows, q_bid, q_offer = [], [], []
-        for i, kind in enumerate(kinds):
-            if kind == NBBO_TYPE:
-                bid, offer = bids[i], offers[i]
-                diff, mid = offer - bid, (bid + offer) / 2
-                rel_wide = diff / mid >= WIDE_REL if mid != 0 else diff > 0
-                state[nbbo_sym[i]] = (diff >= WIDE_ABS or rel_wide, bid, offer)
-                self.n_nbbo += 1
-            elif kind == ORDER_TYPE:
-                reject, bid, offer = state.get(order_sym[i], never_quoted)
-                if reject:
-                    rows.append(i)
-                    q_bid.append(bid)
-                    q_offer.append(offer)
-                self.n_orders += 1
-            else:
-                raise ValueError(f"log record {start + i} has message type {kind}")
-        sel = order[np.array(rows, np.int64)]
+        n_nbbo, n_orders = kinds.count(NBBO_TYPE), kinds.count(ORDER_TYPE)
+        if n_nbbo + n_orders != len(kinds):
+            bad = next(i for i, k in enumerate(kinds) if k != NBBO_TYPE and k != ORDER_TYPE)
+            raise ValueError(f"log record {start + bad} has message type {kinds[bad]}")
+        # A symbol is its 4 bytes as one number; an order's id is its row, so each result
+        # names the record it came from (whose own fields the results then take). The
+        # records become tuples directly (tuple.__new__: a third of the NamedTuple call).
+        make = tuple.__new__
+        messages: list[Nbbo | Order] = list(self.last_quote.values())
+        messages += [make(Nbbo, (nbbo_sym[i], b"", bids[i], offers[i])) if kind == NBBO_TYPE else
+                     make(Order, (0, 0, i, order_sym[i], 0.0, 0.0, b"")) for i, kind in enumerate(kinds)]
+        for m in messages[len(messages) - len(kinds):]:
+            if type(m) is Nbbo:
+                self.last_quote[m.symbol] = m
+        self.n_nbbo += n_nbbo
+        self.n_orders += n_orders
+        results = reference_results(messages)
+        rows = np.array([r[2] for r in results], np.int64)
+        sel = order[rows]
         part = {f: sel[f] for f in ("side", "account", "order_id", "symbol", "qty", "price")}
-        part["seq"] = start + np.array(rows, np.int64)
-        part["bid"], part["offer"] = np.array(q_bid, np.float64), np.array(q_offer, np.float64)
+        part["seq"] = start + rows
+        part["bid"] = np.array([r[6] for r in results], np.float64)
+        part["offer"] = np.array([r[7] for r in results], np.float64)
         self.parts.append(part)
 
     def expected(self) -> dict[str, np.ndarray]:

@@ -18,13 +18,22 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 
-def default_state_dir(environ: Mapping[str, str] = os.environ) -> Path:
+def environment(environ: Mapping[str, str] | None = None) -> Mapping[str, str]:
+    """Return `environ`, or this process's environment when None: the project's one read of it.
+
+    Builders (`from_env`) take an optional mapping so tests can hand them their own; entry
+    points pass None.
+    """
+    return os.environ if environ is None else environ
+
+
+def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
     """Return the state folder: `$MS_STATE_DIR`, else `.state/` of this checkout.
 
     The ingress log, results, checkpoints, the project InfluxDB and the alert rules all
     live under it, so one variable moves a whole instance.
     """
-    return Path(environ.get("MS_STATE_DIR") or PROJECT_ROOT / ".state")
+    return Path(environment(environ).get("MS_STATE_DIR") or PROJECT_ROOT / ".state")
 
 
 def parse_value(typ: Any, raw: str, var: str) -> Any:
@@ -49,13 +58,15 @@ def parse_value(typ: Any, raw: str, var: str) -> Any:
         raise ValueError(f"{var}={raw!r} is not a valid {t}") from None
 
 
-def env_values(cls: type, environ: Mapping[str, str], prefix: str = "MS_",
+def env_values(cls: type, environ: Mapping[str, str] | None = None, prefix: str = "MS_",
                names: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Return the typed values the environment sets for the fields of dataclass `cls`.
 
     Field `foo` is read from `<prefix>FOO` unless `names` maps it to another suffix; an
-    empty variable counts as unset, as in a shell's `MS_X= command`.
+    empty variable counts as unset, as in a shell's `MS_X= command`. `environ` None: this
+    process's environment.
     """
+    environ = environment(environ)
     names = names or {}
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):

@@ -1,11 +1,11 @@
 """One typed configuration, from flags and `MS_`-prefixed environment variables."""
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Mapping
 
-from collector.settings import default_state_dir
+from collector.settings import default_state_dir, env_values
 
 
 @dataclass(frozen=True)
@@ -63,34 +63,10 @@ class Config:
         return self.state_dir / "ingress" / "deadletter.jsonl"
 
     @classmethod
-    def from_env(cls, environ=os.environ, **overrides) -> "Config":
-        """Build from defaults, then `MS_*` variables, then non-None overrides."""
-        values = {"state_dir": default_state_dir()}
-        for f in fields(cls):
-            raw = environ.get("MS_" + f.name.upper())
-            if raw is None:
-                continue
-            values[f.name] = _parse(f.type, raw, f.name)
-        cfg = cls(**values)
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides) -> "Config":
+        """Build from defaults, then `MS_*` variables (None: this process's), then non-None overrides."""
+        cfg = cls(**{"state_dir": default_state_dir(environ), **env_values(cls, environ)})
         given = {k: v for k, v in overrides.items() if v is not None}
         if "state_dir" in given:
             given["state_dir"] = Path(given["state_dir"])
         return replace(cfg, **given)
-
-
-def _parse(typ, raw: str, name: str):
-    t = typ if isinstance(typ, str) else typ.__name__
-    try:
-        if t == "int":
-            return int(raw)
-        if t == "bool":
-            if raw.lower() in ("1", "true", "yes", "on"):
-                return True
-            if raw.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(raw)
-        if t == "Path":
-            return Path(raw)
-        return raw
-    except ValueError:
-        raise ValueError(f"MS_{name.upper()}={raw!r} is not a valid {t}") from None

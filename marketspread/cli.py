@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+from collector.settings import environment
 from engine.config import Config
 from engine.spark.checkpoint import settle_shards
 
@@ -66,7 +66,7 @@ def _cmd_ingress(args) -> int:
 
 def _job_config(args) -> Config:
     """The config of a command that runs the job on a state folder: its checkpoint's shard count."""
-    explicit = getattr(args, "shards", None) is not None or "MS_SHARDS" in os.environ
+    explicit = getattr(args, "shards", None) is not None or bool(environment().get("MS_SHARDS"))
     return settle_shards(config_from(args), explicit)
 
 
@@ -77,7 +77,8 @@ def _cmd_job(args) -> int:
 
 def _cmd_replay(args) -> int:
     from marketspread.replay import replay  # lazy: a command's own module
-    rep = replay(args.nbbo, args.orders, args.out, config_from(args), run_id=args.run_id, keep=args.keep)
+    rep = replay(args.nbbo, args.orders, args.out, config_from(args), run_id=args.run_id, keep=args.keep,
+                 ship_metrics=bool(environment().get("MS_INFLUX_URL")))
     print(f"replay {rep.run_id}: {rep.accepted} messages, {rep.bad} bad, {rep.results} results "
           f"in {rep.seconds:.1f} s -> {rep.out}")
     print(rep.timing.summary())

@@ -17,9 +17,11 @@ import threading
 import time
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
+from typing import Mapping
 
 from collector.influx.server import InfluxServer
 
+from collector.settings import environment
 from engine.config import Config
 from engine.ingress.log import read_consumed, read_head
 from engine.ingress.stats import read_stats
@@ -32,8 +34,7 @@ PRIMER = 1_000                 # quotes sent before the senders: the job's first
 FIRST_COMMIT_TIMEOUT = 300.0   # seconds to wait for it (a cold JVM on a loaded machine)
 
 
-def _spawn(args: list[str], log_path: Path, cfg: Config) -> subprocess.Popen:
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, MS_STATE_DIR=str(cfg.state_dir))
+def _spawn(args: list[str], log_path: Path, cfg: Config, env: Mapping[str, str]) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-m", "marketspread", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     pump_log(proc.stdout, log_path, cfg.process_log_bytes)
@@ -104,11 +105,13 @@ def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, sym
         print(f"generating demo data in {data} ...", flush=True)
         generate(nbbo, orders, symbols=symbols, nbbo=1_000_000, orders=1_000_000, wide_share=0.1, seed=1)
     influx = None
-    if not os.environ.get("MS_INFLUX_URL"):
+    # the children's environment: this process's, plus the demo's state folder (and InfluxDB)
+    env = dict(environment(), PYSPARK_PYTHON=sys.executable, MS_STATE_DIR=str(cfg.state_dir))
+    if not env.get("MS_INFLUX_URL"):
         influx = InfluxServer(cfg.state_dir)
         status = influx.start()
         # URL and admin credentials for every child; a user's MS_INFLUX_DB stays
-        os.environ.update(influx.config(db=os.environ.get("MS_INFLUX_DB") or influx.db).as_env())
+        env.update(influx.config(db=env.get("MS_INFLUX_DB") or influx.db).as_env())
         print(f"InfluxDB (metrics): {status.url}  database marketspread", flush=True)
     common = ["--host", cfg.host, "--nbbo-port", str(cfg.nbbo_port), "--orders-port", str(cfg.orders_port)]
     procs: list[subprocess.Popen] = []
@@ -120,18 +123,18 @@ def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, sym
         signal.signal(sig, _on_signal)
     try:
         procs.append(_spawn(["ingress", *common, "--max-backlog", str(cfg.max_backlog)],
-                            logs / "ingress.log", cfg))
+                            logs / "ingress.log", cfg, env))
         retention = ["--results-retention", cfg.results_retention, "--results-retention-bytes",
                      cfg.results_retention_bytes, "--checkpoint-batches", str(cfg.checkpoint_batches)]
         procs.append(_spawn(["job", "--master", cfg.master, "--shards", str(cfg.shards), *retention,
-                             *([] if cfg.log_retention else ["--keep-log"])], logs / "job.log", cfg))
-        procs.append(_spawn(["ui", "--host", "127.0.0.1", "--port", str(ui_port)], logs / "ui.log", cfg))
+                             *([] if cfg.log_retention else ["--keep-log"])], logs / "job.log", cfg, env))
+        procs.append(_spawn(["ui", "--host", "127.0.0.1", "--port", str(ui_port)], logs / "ui.log", cfg, env))
         print(f"dashboard: http://127.0.0.1:{ui_port}/", flush=True)
         if not _warm_up(cfg, nbbo, procs, stop, logs):
             return 1
         for port, f in ((cfg.nbbo_port, nbbo), (cfg.orders_port, orders)):
             procs.append(_spawn(["send", "--host", cfg.host, "--port", str(port), "--file", str(f),
-                                 "--rate", str(rate), "--loop"], logs / f"send-{port}.log", cfg))
+                                 "--rate", str(rate), "--loop"], logs / f"send-{port}.log", cfg, env))
         print(f"demo running: ingress {cfg.host}:{cfg.nbbo_port}/{cfg.orders_port}, "
               f"{rate} msgs/s per stream, logs in {logs}; Ctrl-C stops", flush=True)
         tail = BatchTail(cfg.out_dir)

@@ -7,7 +7,6 @@ file, so the result is a function of the files alone.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import socket
 import threading
@@ -19,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from collector.names import check_name
+from collector.settings import environment
 
 from engine.config import Config
 from engine.ingress.log import read_consumed
@@ -123,7 +123,7 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
     """Replay the files through ingress and the job; write the results to `out`.
 
     Latency metrics tagged `run=<run_id>` go to InfluxDB when `ship_metrics` is true
-    (default: when `MS_INFLUX_URL` is set).
+    (the CLI decides; None, for in-process callers: when this process has `MS_INFLUX_URL`).
     """
     from engine.spark.job import start_query, stop_query  # lazy: pyspark, pandas; `marketspread results` needs neither
     from marketspread.progress import ConsumedOffsetListener  # lazy: pyspark, as above
@@ -143,7 +143,7 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
     t0, start_wall = time.monotonic(), time.time()
     server = IngressServer(rcfg)
     shipper = metrics = writer = None
-    if ship_metrics if ship_metrics is not None else bool(os.environ.get("MS_INFLUX_URL")):
+    if ship_metrics if ship_metrics is not None else bool(environment().get("MS_INFLUX_URL")):
         writer = open_writer(cfg.state_dir, f"replay-{run_id}")
         metrics = IngressMetrics(run_id, writer, server.stats).start()
         server.on_commit = metrics.on_commit

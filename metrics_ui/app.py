@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from dash import Dash, dcc, html
 from flask import Flask, request
 
 from collector.influx import InfluxClient, InfluxConfig
+from collector.settings import env_values
 
 from metrics_ui import alerts_banner, components, compress, http_guard
 from metrics_ui.auth import AuthConfig, check_bind
@@ -41,6 +41,19 @@ DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8050
 
 
 @dataclass(frozen=True)
+class UiSettings:
+    """The `ui` command's own variables: `MS_UI_REFRESH_MS`, `MS_UI_HOST`, `MS_UI_PORT`."""
+    refresh_ms: int | None = None         # None: components.REFRESH_MS
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+
+    @classmethod
+    def from_env(cls, environ=None) -> "UiSettings":
+        """Build from defaults, then `MS_UI_*` variables (None: this process's environment)."""
+        return cls(**env_values(cls, environ, prefix="MS_UI_"))
+
+
+@dataclass(frozen=True)
 class UiConfig:
     """The dashboard's settings: where InfluxDB is, how often live pages refresh, who may look."""
     influx: InfluxConfig = field(default_factory=InfluxConfig.from_env)
@@ -53,9 +66,8 @@ class UiConfig:
     @classmethod
     def from_env(cls, **overrides) -> "UiConfig":
         """Build from `MS_INFLUX_*` and `MS_UI_*` variables, then non-None overrides."""
-        values = {"influx": InfluxConfig.from_env(), "auth": AuthConfig.from_env()}
-        if os.environ.get("MS_UI_REFRESH_MS"):
-            values["refresh_ms"] = int(os.environ["MS_UI_REFRESH_MS"])
+        values = {"influx": InfluxConfig.from_env(), "auth": AuthConfig.from_env(),
+                  "refresh_ms": UiSettings.from_env().refresh_ms}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -131,11 +143,12 @@ def _install_not_found(server: Flask) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the `ui` command's flags."""
-    parser.add_argument("--host", default=os.environ.get("MS_UI_HOST", DEFAULT_HOST),
+    """Add the `ui` command's flags (defaults: `MS_UI_HOST`, `MS_UI_PORT`)."""
+    env = UiSettings.from_env()
+    parser.add_argument("--host", default=env.host,
                         help="address to listen on (default 127.0.0.1: this machine only; any other address "
                              "needs MS_UI_TOKEN or MS_UI_USER/MS_UI_PASSWORD)")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("MS_UI_PORT", DEFAULT_PORT)),
+    parser.add_argument("--port", type=int, default=env.port,
                         help="port (default 8050)")
 
 

@@ -30,7 +30,6 @@ import hashlib
 import hmac
 import ipaddress
 import logging
-import os
 import re
 import secrets
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from flask import Flask, Response, redirect, request, session
 from flask.sessions import SecureCookieSessionInterface
 
+from collector.settings import environment
 from metrics_ui.throttle import LoginThrottle
 
 TOKEN_PARAM = "token"
@@ -70,9 +70,10 @@ class AuthConfig:
             raise ValueError(f"MS_UI_PROXY_HOPS must be 0..5, got {self.proxy_hops}")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> "AuthConfig":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "AuthConfig":
         """Read `MS_UI_TOKEN`, `_USER`, `_PASSWORD`, `_SECRET_KEY`, `_ALLOWED_ORIGINS`, `_ALLOWED_HOSTS`,
-        `_SECURE_COOKIE`, `_PROXY_HOPS`."""
+        `_SECURE_COOKIE`, `_PROXY_HOPS` (None: this process's environment)."""
+        environ = environment(environ)
         def listed(name: str) -> tuple[str, ...]:
             return tuple(o.strip().rstrip("/") for o in environ.get(name, "").split(",") if o.strip())
         hops = environ.get("MS_UI_PROXY_HOPS", "0").strip() or "0"

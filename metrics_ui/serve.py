@@ -10,9 +10,10 @@ hands only complete ones to a fixed pool of `threads`; it accepts at most
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from typing import Callable, Mapping
+
+from collector.settings import environment
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +36,9 @@ class ServeConfig:
                              "MS_UI_TIMEOUT_S 1..3600")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> "ServeConfig":
-        """Read `MS_UI_THREADS`, `MS_UI_CONNECTION_LIMIT`, `MS_UI_TIMEOUT_S` (defaults otherwise)."""
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "ServeConfig":
+        """Read `MS_UI_THREADS`, `MS_UI_CONNECTION_LIMIT`, `MS_UI_TIMEOUT_S` (defaults otherwise; None: this process's)."""
+        environ = environment(environ)
         values: dict[str, float] = {}
         for name, key, kind in (("MS_UI_THREADS", "threads", int), ("MS_UI_CONNECTION_LIMIT", "connection_limit", int),
                                 ("MS_UI_TIMEOUT_S", "timeout_s", float)):

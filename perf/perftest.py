@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import re
 import shutil
 import signal
@@ -23,9 +22,11 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Mapping
 
 from collector.influx import InfluxClient, InfluxConfig, InfluxError
 from collector.names import check_name
+from collector.settings import environment
 
 from perf.record import ProgressSample, RunRecord, StepLatency, write_record
 from engine.config import Config
@@ -99,19 +100,23 @@ def ensure_input(data_dir: Path, symbols: int, messages: int) -> tuple[Path, Pat
 
 
 class _Influx:
-    """The InfluxDB a run writes to: `MS_INFLUX_URL`, or the project's server, started if needed."""
+    """The InfluxDB a run writes to: `MS_INFLUX_URL`, or the project's server, started if needed.
+
+    `config` is for this process, `config.as_env()` for the run's children.
+    """
 
     def __init__(self, state_dir: Path):
         self.server = None
         self.started = False
-        if not os.environ.get("MS_INFLUX_URL"):
+        environ = dict(environment())
+        if not environ.get("MS_INFLUX_URL"):
             from collector.influx.server import InfluxServer
             self.server = InfluxServer(state_dir)
             self.started = not self.server.status().running
             self.server.start()
-            # URL and admin credentials for every child; a user's MS_INFLUX_DB stays
-            os.environ.update(self.server.config(db=os.environ.get("MS_INFLUX_DB") or self.server.db).as_env())
-        self.config = InfluxConfig.from_env()
+            # URL and admin credentials; a user's MS_INFLUX_DB stays
+            environ.update(self.server.config(db=environ.get("MS_INFLUX_DB") or self.server.db).as_env())
+        self.config = InfluxConfig.from_env(environ)
         self.client = InfluxClient(self.config)
         if not self.client.ping():
             raise RuntimeError(f"InfluxDB at {self.config.url} does not answer (MS_INFLUX_URL)")
@@ -199,7 +204,7 @@ def run_bench(spec: BenchSpec, cfg: Config, argv: list[str] | None = None) -> tu
     files = ensure_input(state_dir / "bench-data", spec.symbols, spec.messages)
     influx = _Influx(state_dir)
     try:
-        m = _drive(spec, cfg, run, run_dir, files, influx.config.url)
+        m = _drive(spec, cfg, run, run_dir, files, influx.config.as_env())
         events, eps, ingested_eps = window_rates(m.raw, m.window_start_ns)
         commit, dirty = git_commit()
         plain = lambda d: {k: str(v) if isinstance(v, Path) else v for k, v in d.items()}  # noqa: E731
@@ -237,14 +242,14 @@ def run_bench(spec: BenchSpec, cfg: Config, argv: list[str] | None = None) -> tu
 
 
 def _drive(spec: BenchSpec, cfg: Config, run: str, run_dir: Path, files: tuple[Path, Path],
-           influx_url: str) -> _Measured:
+           influx_env: Mapping[str, str]) -> _Measured:
     """Start receiver, ingress, job and senders; sample every second; stop them all."""
     from engine.ingress.stats import read_stats
     from engine.ingress.log import read_consumed, read_head
     from engine.tools.receiver import Receiver
 
     started_ns = time.time_ns()
-    fleet = Fleet(run_dir / "logs", cwd=run_dir, env={"MS_INFLUX_URL": influx_url})
+    fleet = Fleet(run_dir / "logs", cwd=run_dir, env=influx_env)
     receiver = Receiver("127.0.0.1", 0, run_dir / "received.bin").start()
     receiver_port = receiver.port
     log_dir = run_dir / "ingress"

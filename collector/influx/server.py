@@ -39,13 +39,14 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from collector.influx.client import InfluxClient, InfluxError, quote_ident
 from collector.influx.config import DEFAULT_DB, DEFAULT_PORT, InfluxConfig
 from collector.influx.schema import describe_policies, ensure_database, setup_statements
-from collector.settings import default_state_dir
+from collector.settings import default_state_dir, env_values
 from collector.influx.credentials import AdminCredentials, create_credentials, credentials_path
 from collector.names import check_name
 
@@ -385,6 +386,19 @@ class InfluxServer:
 # command line: marketspread influxdb start|stop|status|init
 
 
+@dataclass(frozen=True)
+class ServerSettings:
+    """The `influxdb` command's variables: `MS_INFLUX_PORT`, `MS_INFLUX_DB`, `MS_INFLUX_URL`."""
+    port: int = DEFAULT_PORT
+    db: str = DEFAULT_DB
+    url: str | None = None                # a server of the user's: `init` prepares that one
+
+    @classmethod
+    def from_env(cls, environ=None) -> "ServerSettings":
+        """Build from defaults, then `MS_INFLUX_*` variables (None: this process's environment)."""
+        return cls(**env_values(cls, environ, prefix="MS_INFLUX_"))
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the `influxdb` subcommand's arguments."""
     parser.add_argument("action", choices=("start", "stop", "status", "init"),
@@ -399,11 +413,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run `influxdb start|stop|status|init`; print the URL on start."""
-    port = args.port if args.port is not None else int(os.environ.get("MS_INFLUX_PORT") or DEFAULT_PORT)
-    db = check_name(args.db or os.environ.get("MS_INFLUX_DB") or DEFAULT_DB, "database name")
+    env = ServerSettings.from_env()
+    port = args.port if args.port is not None else env.port
+    db = check_name(args.db or env.db, "database name")
     srv = InfluxServer(args.state_dir or default_state_dir(), port, db=db)
     if args.action == "init":
-        return _init(srv, db)
+        return _init(srv, db, external=env.url is not None)
     if args.action == "start":
         st = srv.start(wait=args.wait)
         print(st.url)
@@ -419,9 +434,9 @@ def run(args: argparse.Namespace) -> int:
     return 3
 
 
-def _init(srv: InfluxServer, db: str) -> int:
+def _init(srv: InfluxServer, db: str, external: bool) -> int:
     """Create the database and the project's retention policies; one line on success or failure."""
-    if os.environ.get("MS_INFLUX_URL"):
+    if external:
         cfg = InfluxConfig.from_env(db=db)
     elif srv.status().running:
         cfg = srv.config()

@@ -21,6 +21,10 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
     temp folder, and those of processes that died without cleaning up (SIGKILL) are
     removed first.
     """
+    # Not settings passing but PySpark's launcher contract: a driver started by plain
+    # `python` (not spark-submit) takes its workers' interpreter only from PYSPARK_PYTHON
+    # (SparkContext.pythonExec); `spark.pyspark.python` in the conf is read by spark-submit
+    # alone, so it would leave local[*] and cluster workers on `python3`.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession  # lazy: importers that build no session do not load pyspark

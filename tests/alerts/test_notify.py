@@ -1,10 +1,10 @@
 """Webhook delivery over real loopback HTTP: retries with backoff, failures recorded, never blocking."""
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
+from collector.influx.server import free_port
 from alerts.notify import Notification, WebhookNotifier
 from alerts.webhook_target import WebhookPolicy
 
@@ -30,12 +30,6 @@ def _wait(pred, timeout=10.0):
     return pred()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_failed_posts_are_retried_with_backoff_until_delivered():
     attempts, on_attempt = _recorder()
     with WebhookReceiver(fail_first=2) as hook:
@@ -55,7 +49,7 @@ def test_failed_posts_are_retried_with_backoff_until_delivered():
 
 def test_an_unreachable_webhook_is_given_up_and_recorded_and_submit_never_blocks():
     attempts, on_attempt = _recorder()
-    url = f"http://127.0.0.1:{_free_port()}/hook"                    # nothing listens there
+    url = f"http://127.0.0.1:{free_port()}/hook"                    # nothing listens there
     n = WebhookNotifier(on_attempt, first_backoff_s=0.05, max_attempts=3, max_queue=2, policy=LOOPBACK).start()
     try:
         t0 = time.monotonic()

@@ -5,7 +5,6 @@ latency points (no event is written by hand).
 """
 from __future__ import annotations
 
-import socket
 import time
 import urllib.request
 from urllib.parse import urlsplit
@@ -30,16 +29,11 @@ from metrics_ui.app import UiConfig, create_app
 
 from .conftest import NS, make_points
 from .test_pages import _fits_window
+from collector.influx.server import free_port
 from collector.settings import PROJECT_ROOT
 
 TIMEOUT = 10
 ROOT = PROJECT_ROOT
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _click(dash_duo, selector: str) -> None:
@@ -70,7 +64,7 @@ def test_alerts_page_creates_edits_mutes_deletes_and_banner_shows_firing(dash_du
     now = time.time_ns() // NS * NS
     points, _ = make_points("live-a", now - 20 * NS, 20, seed=3)        # start-to-end ~400 ms
     influx_client.write(points)
-    dash_duo.start_server(app, port=_free_port())
+    dash_duo.start_server(app, port=free_port())
     dash_duo.wait_for_text_to_equal("h2", "Runs", timeout=TIMEOUT)
     dash_duo.find_element(".top a.nav[href='/alerts']").click()
     dash_duo.wait_for_contains_text("#alerts-table", "no rules yet", timeout=TIMEOUT)
@@ -171,7 +165,7 @@ def test_the_started_ui_refuses_internal_webhooks_in_the_form(dash_duo, influx_c
     fleet = Fleet(tmp_path / "logs", cwd=ROOT, env={
         "PYTHONPATH": str(ROOT), **influx_client.config.as_env(),
         "MS_ALERTS_FILE": str(rules_path), "MS_UI_REFRESH_MS": "500"})
-    port, influx_port = _free_port(), urlsplit(influx_client.config.url).port
+    port, influx_port = free_port(), urlsplit(influx_client.config.url).port
     url = f"http://127.0.0.1:{port}"
     try:
         ui = fleet.spawn("ui", ["ui", "--port", port])
@@ -214,7 +208,7 @@ def test_the_page_checks_scope_names_and_shows_only_its_folders_states(dash_duo,
 
     rules_path = tmp_path / "main" / "alerts" / "rules.json"
     app = create_app(UiConfig(influx=influx_client.config, refresh_ms=500, alerts_file=rules_path))
-    dash_duo.start_server(app, port=_free_port())
+    dash_duo.start_server(app, port=free_port())
     dash_duo.wait_for_page(dash_duo.server_url + "/alerts")
     dash_duo.wait_for_contains_text("#alerts-table", "no rules yet", timeout=TIMEOUT)
 

@@ -10,7 +10,8 @@ from collector.query.store import MetricsStore
 from collector.query.ranges import TimeRange
 
 from .conftest import NS
-from .test_pages import TIMEOUT, _free_port, _legend_clear, _wait_traces
+from collector.influx.server import free_port as _free_port
+from .test_pages import TIMEOUT, _legend_clear, _wait_traces
 
 RED = "rgb(163, 31, 31)"                # .bp-badge.bp-high in static/style.css
 GREEN = "rgb(30, 107, 51)"              # .bp-badge.bp-ok

@@ -17,7 +17,8 @@ from collector.influx import Point
 from metrics_ui.app import UiConfig, create_app
 
 from .conftest import NS, make_points
-from .test_pages import TIMEOUT, _free_port, _wait_traces
+from collector.influx.server import free_port as _free_port
+from .test_pages import TIMEOUT, _wait_traces
 
 TIME_GRAPHS = ("job-throughput", "job-percentiles", "job-bp-busy", "job-bp-backlog", "job-batches",
                "job-bad-frames", "job-muted")

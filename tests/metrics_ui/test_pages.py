@@ -1,7 +1,6 @@
 """The dashboard in a real headless Chromium against a real InfluxDB (dash_duo)."""
 from __future__ import annotations
 
-import socket
 import time
 
 import numpy as np
@@ -10,6 +9,7 @@ from selenium.webdriver.common.keys import Keys
 from collector.aggregate import IntervalHistogram
 from collector.histogram import LatencyHistogram
 from collector.influx import InfluxConfig
+from collector.influx.server import free_port
 from collector.points import latency_point
 from metrics_ui.app import UiConfig, create_app
 
@@ -75,7 +75,7 @@ def _labels_inside(dash_duo, graph_id: str, trace: int) -> None:
 
 
 def test_pages_show_runs_refresh_live_and_plot_steps(dash_duo, ui_app, ui_data, influx_client):
-    dash_duo.start_server(ui_app, port=_free_port())
+    dash_duo.start_server(ui_app, port=free_port())
 
     # runs page: both runs, live and finished, linked
     dash_duo.wait_for_contains_text("#runs-table", ui_data.live_run, timeout=TIMEOUT)
@@ -129,7 +129,7 @@ def test_pages_show_runs_refresh_live_and_plot_steps(dash_duo, ui_app, ui_data, 
 
 
 def test_finished_run_stays_viewable(dash_duo, ui_app, ui_data):
-    dash_duo.start_server(ui_app, port=_free_port())
+    dash_duo.start_server(ui_app, port=free_port())
     dash_duo.driver.get(dash_duo.server_url + f"/step/{ui_data.done_run}/start-to-end")
     total = ui_data.done_totals["start-to-end"]
     dash_duo.wait_for_contains_text("#step-summary", f"{total:,} events", timeout=TIMEOUT)
@@ -138,25 +138,16 @@ def test_finished_run_stays_viewable(dash_duo, ui_app, ui_data):
 
 
 def test_unknown_run_shows_empty_state(dash_duo, ui_app, ui_data):
-    dash_duo.start_server(ui_app, port=_free_port())
+    dash_duo.start_server(ui_app, port=free_port())
     dash_duo.driver.get(dash_duo.server_url + "/run/no-such-run")
     dash_duo.wait_for_contains_text("#job-summary", "no data yet for this run", timeout=TIMEOUT)
     assert dash_duo.get_logs() == []
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-_free_port = _closed_port          # free now; dash_duo binds it right away
-
-
 def test_unreachable_influxdb_shows_a_banner(dash_duo):
-    url = f"http://127.0.0.1:{_closed_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     app = create_app(UiConfig(influx=InfluxConfig(url=url, db="none", timeout=2.0)))
-    dash_duo.start_server(app, port=_free_port())
+    dash_duo.start_server(app, port=free_port())
     dash_duo.wait_for_contains_text("#runs-banner", "is unreachable", timeout=TIMEOUT)
     assert url in dash_duo.find_element("#runs-banner").text
     assert dash_duo.get_logs() == []
@@ -170,7 +161,7 @@ def _events(influx_client, run: str, step: str, where: str = "", params: dict | 
 
 def test_step_page_filters_by_worker_and_picks_a_custom_range(dash_duo, ui_app, ui_data, influx_client):
     from datetime import datetime, timezone
-    dash_duo.start_server(ui_app, port=_free_port())
+    dash_duo.start_server(ui_app, port=free_port())
     run, step = ui_data.done_run, "start-to-end"
     dash_duo.driver.get(dash_duo.server_url + f"/step/{run}/{step}")
     total = ui_data.done_totals[step]
@@ -212,7 +203,7 @@ def test_step_page_filters_by_worker_and_picks_a_custom_range(dash_duo, ui_app, 
 
 
 def test_bad_run_id_in_the_address_is_a_message(dash_duo, ui_app, ui_data):
-    dash_duo.start_server(ui_app, port=_free_port())
+    dash_duo.start_server(ui_app, port=free_port())
     dash_duo.driver.get(dash_duo.server_url + "/run/x%27%20OR%201%3D1")
     dash_duo.wait_for_contains_text("#job-banner", "may use only letters", timeout=TIMEOUT)
     dash_duo.driver.get(dash_duo.server_url + "/step/done-1/%3Dcmd")
@@ -224,7 +215,7 @@ def test_dashboard_with_a_token_in_the_browser(dash_duo, influx_client, ui_data)
     from metrics_ui.auth import AuthConfig
     token = "browser-token-0123456789abcdef"
     app = create_app(UiConfig(influx=influx_client.config, auth=AuthConfig(token=token)))
-    dash_duo.start_server(app, navigate=False, port=_free_port())
+    dash_duo.start_server(app, navigate=False, port=free_port())
     base = dash_duo.server.url.rstrip("/")
     dash_duo.driver.get(base + "/")
     dash_duo._wait_for(lambda d: "authentication required" in d.page_source, timeout=TIMEOUT, msg="no 401 page")

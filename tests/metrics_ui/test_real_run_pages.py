@@ -21,7 +21,8 @@ from metrics_ui.app import UiConfig, create_app
 from collector.query.store import MetricsStore
 
 from ..conftest import fresh_database
-from .test_pages import TIMEOUT, _fits_window, _free_port, _labels_inside, _legend_clear, _wait_traces
+from collector.influx.server import free_port as _free_port
+from .test_pages import TIMEOUT, _fits_window, _labels_inside, _legend_clear, _wait_traces
 
 RUN = "replay-real-1"
 DB = "t_ui_real_run"

@@ -13,7 +13,7 @@ import pytest
 from collector.influx import encode_lines
 from perf.record import ProgressSample, RunRecord, StepLatency, record_from_dict, record_points, record_to_dict
 from perf.perftest import BenchSpec, progress_samples, run_id, window_rates
-from perf.sysinfo import CpuMem, MachineInfo, ProcessSample, SessionSampler, cpu_percent, parse_rss_kb, parse_stat
+from perf.sysinfo import CpuMem, MachineInfo, ProcessSample, SessionSampler, cpu_percent, machine_info, session_usage
 
 
 def test_run_ids_are_fresh_slugs_and_specs_are_checked():
@@ -33,10 +33,11 @@ def test_progress_rates_and_window():
     assert window_rates(raw, 5_000_000_000) == (0, 0.0, 0.0)
 
 
-def test_proc_parsing_and_sampling_of_this_session():
-    sid, cpu = parse_stat("123 (a b) c) S 1 2 7 0 0 0 0 0 0 0 250 50 0 0 20 0 1 0 5 0 0")
-    assert sid == 7 and cpu == pytest.approx(300 / os.sysconf("SC_CLK_TCK"))
-    assert parse_rss_kb("Name:\tx\nVmRSS:\t  1234 kB\n") == 1234 and parse_rss_kb("Name:\tkthread\n") == 0
+def test_session_usage_and_sampling_of_this_session():
+    usage = session_usage(os.getsid(0), 0)
+    assert os.getpid() in usage.cpu_s and usage.rss_bytes > 0
+    assert session_usage(-12345, 0).processes == 0
+    assert machine_info().mem_total_bytes > 0
     assert cpu_percent(CpuMem(0, {1: 1.0}, 0), CpuMem(2_000_000_000, {1: 2.0}, 0)) == 50.0
     # 2 ended (its seconds leave the sum), 3 started: 1 used 0.5 s, 3 used 0.25 s
     before, after = CpuMem(0, {1: 1.0, 2: 9.0}, 0), CpuMem(1_000_000_000, {1: 1.5, 3: 0.25}, 0)

@@ -43,13 +43,6 @@ def fleet_for(run_dir: Path, env: dict[str, str] | None = None) -> Fleet:
                  env={"PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable, **(env or {})})
 
 
-def free_port() -> int:
-    """A loopback TCP port that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_ingress(fleet: Fleet, state: Path, *args, name: str = "ingress", nbbo_port: int = 0,
                   orders_port: int = 0) -> tuple[Proc, dict[str, int]]:
     """Start `marketspread ingress`; return it and its ports once this process listens."""

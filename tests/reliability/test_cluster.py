@@ -27,7 +27,8 @@ from engine.wire.fixish import read_results
 from engine.output.results import read_committed, result_tuples
 from engine.tools.generate import generate
 
-from .harness import (ROOT, Proc, check_exact, drain, fleet_for, free_port, is_loopback, listening_sockets,
+from collector.influx.server import free_port
+from .harness import (ROOT, Proc, check_exact, drain, fleet_for, is_loopback, listening_sockets,
                       log_tail, start_ingress, start_job, stop_gracefully, wait_until)
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent

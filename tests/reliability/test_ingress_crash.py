@@ -19,7 +19,8 @@ from engine.ingress.stats import read_stats
 from engine.ingress.log import LogReader, read_head
 from engine.tools.generate import generate
 
-from .harness import (check_exact, drain, fleet_for, free_port, kill_session, log_tail, logged_messages,
+from collector.influx.server import free_port
+from .harness import (check_exact, drain, fleet_for, kill_session, log_tail, logged_messages,
                       start_ingress, start_job, start_sender, stop_gracefully, wait_until)
 
 KILLS = 2

@@ -22,7 +22,8 @@ from engine.storage.diskspace import allocated_bytes
 from engine.ingress.log import DEFAULT_SEGMENT_RECORDS, RECORD_BYTES, LogReader, read_consumed, read_head, segment_firsts, write_hold
 from engine.output.results import RESULT_FRAME, read_retained, retained_from
 
-from .harness import (drain, e2e, fleet_for, free_port, kill_session, log_tail, sleep_watching,
+from collector.influx.server import free_port
+from .harness import (drain, e2e, fleet_for, kill_session, log_tail, sleep_watching,
                       start_ingress, start_sender, stop_gracefully, wait_until)
 
 RATE = 50_000                       # messages/s per stream: 100,000 events/s offered

@@ -18,6 +18,7 @@ from engine.tools import sender as send_mod
 from engine.tools.generate import generate, read_symbols, wallaroo_scenario
 from engine.tools.receiver import Receiver
 from engine.tools.sender import frame_bounds, send_files
+from collector.influx.server import free_port
 
 TIME_RE = re.compile(rb"^\d{8}-\d{2}:\d{2}:\d{2}\.\d{3}$")
 
@@ -45,12 +46,6 @@ def _parse(module, argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser()
     module.add_arguments(p)
     return p.parse_args(argv)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class _Sink:
@@ -217,7 +212,7 @@ def test_send_batches_per_interval(small):
 
 def test_send_waits_for_a_late_listener(small):
     _, _, orders = small
-    port = _free_port()
+    port = free_port()
     result = {}
     t = threading.Thread(target=lambda: result.update(rep=send_files("127.0.0.1", port, [orders],
                                                                         progress=False, connect_timeout=10)))
@@ -247,7 +242,7 @@ def test_send_resumes_at_a_frame_boundary_after_a_drop(small):
 
 def test_send_gives_up_when_nobody_listens(small):
     _, _, orders = small
-    args = _parse(send_mod, ["--port", str(_free_port()), "--file", str(orders), "--connect-timeout", "0.3"])
+    args = _parse(send_mod, ["--port", str(free_port()), "--file", str(orders), "--connect-timeout", "0.3"])
     assert send_mod.run(args) == 1
 
 
@@ -312,7 +307,7 @@ def test_receiver_drops_malformed_frames(tmp_path):
 
 
 def test_receive_expect_exits_once_all_arrived(tmp_path):
-    port = _free_port()
+    port = free_port()
     out = tmp_path / "out.bin"
     args = _parse(recv_mod, ["--port", str(port), "--out", str(out), "--expect", "400", "--timeout", "20"])
     code = {}
