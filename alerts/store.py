@@ -63,7 +63,7 @@ def _check_yaml_shape(text: str, source: str) -> None:
     An alias makes a 500-byte file expand to gigabytes when loaded ("billion laughs"); a
     rules file has no use for one. Events cost time linear in the text, so this is cheap.
     """
-    import yaml
+    import yaml  # lazy: PyYAML loads only for `alerts load`, not for every rules read
     depth = 0
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
@@ -96,7 +96,7 @@ def read_rules_file(path: Path, max_bytes: int = MAX_RULES_FILE_BYTES) -> list[R
         raise FileNotFoundError(f"rules file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"cannot read rules file {path}: {e}") from None
-    import yaml                                  # JSON is YAML too
+    import yaml  # lazy: as above; JSON is YAML too
     try:
         _check_yaml_shape(text, str(path))
         doc = yaml.safe_load(text)

@@ -19,7 +19,11 @@ from pathlib import Path
 
 import dash
 from dash import Dash, dcc, html
+from dash import _callback
 from flask import Flask, request
+
+from alerts.history import AlertHistory
+from alerts.store import RuleStore, default_rules_path
 
 from collector.influx import InfluxClient, InfluxConfig
 from collector.settings import env_values
@@ -87,14 +91,11 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
     server.extensions[components.EXTENSION] = metrics
     server.extensions[EXPORT_EXTENSION] = metrics
     server.register_blueprint(export_blueprint)
-    from alerts.history import AlertHistory
-    from alerts.store import RuleStore, default_rules_path
     server.extensions[alerts_banner.EXTENSION] = alerts_banner.AlertsSource(
         RuleStore(config.alerts_file or default_rules_path()), AlertHistory(metrics.client))
 
     # Page modules register their callbacks with dash.callback each time an app loads them;
     # drop what an earlier app in this process loaded but never claimed (tests build many).
-    from dash import _callback
     _callback.GLOBAL_CALLBACK_LIST.clear()
     _callback.GLOBAL_CALLBACK_MAP.clear()
     app = Dash("metrics_ui", server=server, use_pages=True, pages_folder=str(PAGES_DIR),

@@ -38,6 +38,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from flask import Flask, Response, redirect, request, session
 from flask.sessions import SecureCookieSessionInterface
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from collector.settings import environment
 from metrics_ui.throttle import LoginThrottle
@@ -210,7 +211,6 @@ def install(server: Flask, auth: AuthConfig) -> None:
                          SESSION_COOKIE_SAMESITE="Lax", SESSION_COOKIE_SECURE=auth.secure_cookie)
     server.session_interface = _SessionInterface()
     if auth.proxy_hops:
-        from werkzeug.middleware.proxy_fix import ProxyFix
         server.wsgi_app = ProxyFix(server.wsgi_app, x_for=auth.proxy_hops, x_proto=auth.proxy_hops)
     throttle = LoginThrottle()
     request_log = logging.getLogger("werkzeug")

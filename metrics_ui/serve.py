@@ -13,6 +13,8 @@ import logging
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from waitress import create_server
+
 from collector.settings import environment
 
 log = logging.getLogger(__name__)
@@ -57,7 +59,6 @@ def serve(wsgi_app: Callable, host: str, port: int, cfg: ServeConfig, keep_proxy
 
     `X-Forwarded-*` headers are dropped unless `keep_proxy_headers` (the app trusts a proxy).
     """
-    from waitress import create_server
     server = create_server(
         wsgi_app, host=host, port=port, threads=cfg.threads, connection_limit=cfg.connection_limit,
         channel_timeout=cfg.timeout_s, cleanup_interval=max(1, min(30, int(cfg.timeout_s / 2))),

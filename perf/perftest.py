@@ -25,12 +25,20 @@ from pathlib import Path
 from typing import Mapping
 
 from collector.influx import InfluxClient, InfluxConfig, InfluxError
+from collector.influx import ensure_database
+from collector.influx.server import InfluxServer
 from collector.names import check_name
+from collector.query.ranges import TimeRange
+from collector.query.store import MetricsStore
 from collector.settings import environment
-
-from perf.record import ProgressSample, RunRecord, StepLatency, write_record
 from engine.config import Config
+from engine.ingress.log import read_consumed, read_head
+from engine.ingress.stats import read_stats
+from engine.output.metrics_shipper import run_id_for
+from engine.tools.generate import generate
+from engine.tools.receiver import Receiver
 from perf.fleet import Fleet, Proc, check_alive, log_tail, signals_ignored, wait_until
+from perf.record import ProgressSample, RunRecord, StepLatency, write_record
 from perf.sysinfo import SessionSampler, machine_info
 
 log = logging.getLogger(__name__)
@@ -88,7 +96,6 @@ def git_commit(root: Path = ROOT) -> tuple[str | None, bool]:
 
 def ensure_input(data_dir: Path, symbols: int, messages: int) -> tuple[Path, Path]:
     """Generate the looping input once per state folder; return (NBBO file, orders file)."""
-    from engine.tools.generate import generate
     nbbo, orders = data_dir / f"nbbo-{symbols}-{messages}.msg", data_dir / f"orders-{symbols}-{messages}.msg"
     if not (nbbo.exists() and orders.exists()):
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -110,7 +117,6 @@ class _Influx:
         self.started = False
         environ = dict(environment())
         if not environ.get("MS_INFLUX_URL"):
-            from collector.influx.server import InfluxServer
             self.server = InfluxServer(state_dir)
             self.started = not self.server.status().running
             self.server.start()
@@ -120,7 +126,6 @@ class _Influx:
         self.client = InfluxClient(self.config)
         if not self.client.ping():
             raise RuntimeError(f"InfluxDB at {self.config.url} does not answer (MS_INFLUX_URL)")
-        from collector.influx import ensure_database
         ensure_database(self.client)
 
     def close(self) -> None:
@@ -131,8 +136,6 @@ class _Influx:
 
 def step_latencies(client: InfluxClient, run: str, start_ns: int, end_ns: int) -> list[StepLatency]:
     """Merge each step's histograms of the window from InfluxDB into percentiles."""
-    from collector.query.store import MetricsStore
-    from collector.query.ranges import TimeRange
     store = MetricsStore(client)
     out = []
     for step in store.steps(run):           # in pipeline order
@@ -188,7 +191,6 @@ class _Measured:
 
 def run_bench(spec: BenchSpec, cfg: Config, argv: list[str] | None = None) -> tuple[RunRecord, Path]:
     """Run one performance test; record it; return the record and the JSON file's path."""
-    from engine.output.metrics_shipper import run_id_for
 
     spec.validate()
     if not cfg.metrics:
@@ -244,9 +246,6 @@ def run_bench(spec: BenchSpec, cfg: Config, argv: list[str] | None = None) -> tu
 def _drive(spec: BenchSpec, cfg: Config, run: str, run_dir: Path, files: tuple[Path, Path],
            influx_env: Mapping[str, str]) -> _Measured:
     """Start receiver, ingress, job and senders; sample every second; stop them all."""
-    from engine.ingress.stats import read_stats
-    from engine.ingress.log import read_consumed, read_head
-    from engine.tools.receiver import Receiver
 
     started_ns = time.time_ns()
     fleet = Fleet(run_dir / "logs", cwd=run_dir, env=influx_env)
@@ -310,7 +309,6 @@ def _drive(spec: BenchSpec, cfg: Config, run: str, run_dir: Path, files: tuple[P
 
 def _stop_input(fleet: Fleet, senders: list[Proc], ingress: Proc, job: Proc, log_dir: Path) -> bool:
     """Stop the senders and the ingress; wait (bounded) for the job to commit the whole log."""
-    from engine.ingress.log import read_consumed, read_head
     for s in senders:
         fleet.stop(s)
     fleet.stop(ingress, timeout=30.0, leader_only=True)    # it commits and closes its log

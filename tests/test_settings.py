@@ -17,10 +17,6 @@ WRITE_METHODS = {"update", "setdefault", "pop", "popitem", "clear"}
 READS_ALLOWED = {
     "collector/settings.py": "the settings layer: the one read of the process environment",
     "engine/spark/session.py": "SPARK_LOCAL_IP, Spark's own variable: whether the user chose the driver's address",
-    # InfluxConfig.from_env's default `environ=os.environ`; the influx split moves it to
-    # collector/influx/config.py: drop these once it goes through collector.settings.
-    "collector/influx/__init__.py": "InfluxConfig.from_env's default mapping",
-    "collector/influx/config.py": "InfluxConfig.from_env's default mapping",
 }
 # Writes allowed, as (file, variable): none pass settings on.
 WRITES_ALLOWED = {

@@ -5,13 +5,12 @@ credentials; credentials are never logged and are redacted from every repr.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 from urllib.parse import unquote, urlsplit
 
 from collector.influx.credentials import credentials_path, load_credentials, recorded_url
-from collector.settings import default_state_dir, env_values
+from collector.settings import default_state_dir, env_values, environment
 
 DEFAULT_PORT = 18086                     # the project's own server; 8086 is left to a system InfluxDB
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
@@ -36,12 +35,13 @@ class InfluxConfig:
     spool_max_bytes: int = DEFAULT_SPOOL_BYTES
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ, **overrides: Any) -> "InfluxConfig":
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "InfluxConfig":
         """Build from defaults, then `MS_INFLUX_*` variables, then non-None overrides.
 
         Without a URL it is the project's own server of the state folder (`MS_STATE_DIR`):
         the port it runs on and, unless credentials are given, its admin's from its 0600 file.
         """
+        environ = environment(environ)
         values = env_values(cls, environ, prefix="MS_INFLUX_", names={"spool_max_bytes": "SPOOL_BYTES"})
         values.update({k: v for k, v in overrides.items() if v is not None})
         config = cls(**values)._without_url_credentials()
