@@ -12,11 +12,12 @@ import time
 
 import pytest
 
+from collector.influx.server import free_port as _free_port
 from metrics_ui.app import UiConfig, create_app
 
 from .conftest import NS, make_points
 from .test_charts import LiveWriter
-from .test_pages import _free_port, _wait_traces
+from .test_pages import _wait_traces
 
 TIMEOUT = 20
 RUN = "live-patch"
