@@ -70,8 +70,10 @@ class UiConfig:
     @classmethod
     def from_env(cls, **overrides) -> "UiConfig":
         """Build from `MS_INFLUX_*` and `MS_UI_*` variables, then non-None overrides."""
-        values = {"influx": InfluxConfig.from_env(), "auth": AuthConfig.from_env(),
-                  "refresh_ms": UiSettings.from_env().refresh_ms}
+        values = {"influx": InfluxConfig.from_env(), "auth": AuthConfig.from_env()}
+        refresh_ms = UiSettings.from_env().refresh_ms
+        if refresh_ms is not None:                 # unset: the dataclass default, never None
+            values["refresh_ms"] = refresh_ms
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 

@@ -148,3 +148,16 @@ def test_config_from_env():
     assert Config.from_env({}, state_dir="rel").state_dir == Path("rel")
     with pytest.raises(ValueError, match=r"^MS_SHARDS='x' is not a valid int$"):
         Config.from_env({"MS_SHARDS": "x"})
+
+
+def test_ui_config_from_env_keeps_the_refresh_default_when_unset(monkeypatch):
+    """An unset MS_UI_REFRESH_MS once gave refresh_ms=None: a live interval of no period made
+    the browser fire callbacks without pause until it ran out of sockets."""
+    from metrics_ui import components
+    from metrics_ui.app import UiConfig
+    monkeypatch.delenv("MS_UI_REFRESH_MS", raising=False)
+    assert UiConfig.from_env().refresh_ms == components.REFRESH_MS
+    monkeypatch.setenv("MS_UI_REFRESH_MS", "")
+    assert UiConfig.from_env().refresh_ms == components.REFRESH_MS
+    monkeypatch.setenv("MS_UI_REFRESH_MS", "5000")
+    assert UiConfig.from_env().refresh_ms == 5000
