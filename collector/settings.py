@@ -2,9 +2,9 @@
 
 Every part's settings are a frozen dataclass (engine `Config`, `InfluxConfig`, the UI's
 `AuthConfig`, ...). Entry points build them once, from defaults, then the environment
-through `env_values`, then command-line flags, and pass the records down; nothing below
-an entry point reads the environment, and nothing writes it to pass settings on (child
-processes get an `env=` mapping built from the records).
+through `env_values`, then command-line flags, and pass the records down. A library
+function given no record builds one through this module, the only reader of `os.environ`;
+nothing writes it to pass settings on (child processes get an `env=` mapping).
 """
 from __future__ import annotations
 

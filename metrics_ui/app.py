@@ -47,7 +47,7 @@ DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8050
 @dataclass(frozen=True)
 class UiSettings:
     """The `ui` command's own variables: `MS_UI_REFRESH_MS`, `MS_UI_HOST`, `MS_UI_PORT`."""
-    refresh_ms: int | None = None         # None: components.REFRESH_MS
+    refresh_ms: int = components.REFRESH_MS
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
 
@@ -70,10 +70,8 @@ class UiConfig:
     @classmethod
     def from_env(cls, **overrides) -> "UiConfig":
         """Build from `MS_INFLUX_*` and `MS_UI_*` variables, then non-None overrides."""
-        values = {"influx": InfluxConfig.from_env(), "auth": AuthConfig.from_env()}
-        refresh_ms = UiSettings.from_env().refresh_ms
-        if refresh_ms is not None:                 # unset: the dataclass default, never None
-            values["refresh_ms"] = refresh_ms
+        values = {"influx": InfluxConfig.from_env(), "auth": AuthConfig.from_env(),
+                  "refresh_ms": UiSettings.from_env().refresh_ms}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
