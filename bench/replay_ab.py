@@ -75,11 +75,12 @@ def parse_phases(output: str) -> dict[str, float]:
 
 
 def run_once(variant: str, commit: str, tree: Path, nbbo: Path, orders: Path, work: Path,
-             want: list[tuple]) -> ReplayRun:
-    """Run one replay from `tree` and check its results."""
+             want: list[tuple], extra_env: dict[str, str] | None = None) -> ReplayRun:
+    """Run one replay from `tree` (with `extra_env` added to its environment) and check its results."""
     out = work / "results.msg"
     env = {k: v for k, v in os.environ.items() if k not in ("MS_INFLUX_URL", "MS_STATE_DIR")}
     env["PYTHONPATH"] = str(tree)
+    env.update(extra_env or {})
     load = os.getloadavg()[0]
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "marketspread", "replay", "--nbbo", str(nbbo), "--orders", str(orders),
@@ -115,8 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--orders", type=int, default=1_000_000)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--label", default="", help="what B changes, kept in the JSON")
+    for v in ("a", "b"):
+        p.add_argument(f"--{v}-env", action="append", default=[], metavar="NAME=VALUE",
+                       help=f"environment variable of {v.upper()}'s runs only (repeatable), e.g. a switch "
+                            "to compare one commit with and without a setting")
     p.add_argument("--out", type=Path, help="JSON file (default bench/results/replay-ab-<UTC time>.json)")
     args = p.parse_args(argv)
+    envs = {v: dict(kv.split("=", 1) for kv in getattr(args, f"{v.lower()}_env")) for v in ("A", "B")}
     tmp = Path(tempfile.mkdtemp(prefix="ms-replay-ab-"))
     machine, git = e2e.machine_info(), e2e.git_info()
     runs: list[ReplayRun] = []
@@ -130,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.pairs):
             for variant in ("A", "B"):
                 commit, tree = trees[variant]
-                run = run_once(variant, commit, tree, nbbo, orders, tmp / f"run-{i}-{variant}", want)
+                run = run_once(variant, commit, tree, nbbo, orders, tmp / f"run-{i}-{variant}", want,
+                               envs[variant])
                 runs.append(run)
                 print(f"pair {i + 1} {variant} {commit}: {run.wall_s:6.2f} s wall, first batch "
                       f"{run.phases.get('first batch', float('nan')):.2f} s, load {run.loadavg:.1f}"
@@ -145,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or e2e.RESULTS_DIR / f"replay-ab-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
     out.write_text(json.dumps({
         "benchmark": "replay-ab", "label": args.label, "command": [sys.executable, *sys.argv],
-        "a": trees["A"][0], "b": trees["B"][0],
+        "a": trees["A"][0], "b": trees["B"][0], "a_env": envs["A"], "b_env": envs["B"],
         "input": {"symbols": args.symbols, "nbbo": args.nbbo, "orders": args.orders, "seed": args.seed},
         "machine": dict(machine, loadavg_at_end=list(os.getloadavg())), "git": git,
         "medians": med, "runs": [asdict(r) for r in runs]}, indent=1))

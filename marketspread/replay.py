@@ -127,6 +127,7 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
     """
     from engine.spark.job import start_query, stop_query  # lazy: pyspark, pandas; `marketspread results` needs neither
     from marketspread.progress import ConsumedOffsetListener  # lazy: pyspark, as above
+    from engine.spark.warmup import warm_workers  # lazy: pyspark, pandas, as above
 
     # The run id names a folder this replay creates (and later deletes): one safe path
     # component, and never a folder that exists already.
@@ -158,6 +159,7 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         spark = spark or build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui, extra=QUICK_START,
                                        checkpoint_batches=cfg.checkpoint_batches)
         session_built = time.time()
+        warm_workers(spark)
         if writer is not None:
             listener = attach_listener(spark, run_id, writer, rcfg.log_dir)
         query = start_query(spark, rcfg, listener, consumed=ConsumedOffsetListener(str(rcfg.log_dir), None))
