@@ -85,6 +85,12 @@ def _cmd_replay(args) -> int:
     return 0
 
 
+def _cmd_jvm_archive(args) -> int:
+    from marketspread.jvm_archive import make_archive  # lazy: a command's own module
+    print(f"JVM class archive -> {make_archive(config_from(args))}")
+    return 0
+
+
 def _cmd_results(args) -> int:
     from marketspread.replay import write_results  # lazy: a command's own module
     n = write_results(config_from(args).out_dir, args.out)
@@ -128,7 +134,7 @@ def _tool_module(name: str):
 
 def _chosen(argv: list[str]) -> str | None:
     """The subcommand named on the command line (the first word that is one), None if none is."""
-    names = {"ingress", "job", "replay", "results", "demo", "bench", *(n for n, _ in _TOOLS)}
+    names = {"ingress", "job", "replay", "jvm-archive", "results", "demo", "bench", *(n for n, _ in _TOOLS)}
     return next((a for a in argv if a in names), None)
 
 
@@ -160,6 +166,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--run-id", help="name of this run (metrics are tagged with it)")
     p.add_argument("--keep", action="store_true", help="keep the run's ingress log and checkpoint")
     p.set_defaults(func=_cmd_replay)
+
+    p = sub.add_parser("jvm-archive", help="record the Spark driver's classes once, for faster JVM starts")
+    _add_common(p)
+    p.set_defaults(func=_cmd_jvm_archive)
 
     p = sub.add_parser("results", help="write the job's committed results to one file")
     _add_common(p)

@@ -36,7 +36,7 @@ PROGRESS_POLL_S = 5.0                  # how often the query's progress reports 
 # batch; the work is in the Python workers. C1 alone compiles in a fraction of C2's CPU and
 # the serial collector runs no GC threads, leaving the cores to Python during start-up and
 # the first batch (bench/README.md, "Replay start-up"). The live job keeps the JVM's defaults.
-QUICK_START = {"spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+QUICK_START = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,16 @@ import tempfile
 from pathlib import Path
 
 from engine.config import Config
+from engine.spark import jvm_archive
 
 
 def build_session(master: str = "local[*]", app_name: str = "market-spread", shards: int = Config.shards,
                   ui: bool = False, extra: dict[str, str] | None = None,
-                  checkpoint_batches: int = Config.checkpoint_batches):
+                  checkpoint_batches: int = Config.checkpoint_batches, archive: bool = True):
     """Return a SparkSession for the job; workers use this interpreter.
+
+    The driver JVM maps the class archive `marketspread jvm-archive` made, when there is one
+    (`archive`; jvm_archive.py).
 
     With a local master, Spark's scratch goes in a folder of this process in the system's
     temp folder, and those of processes that died without cleaning up (SIGKILL) are
@@ -72,7 +76,13 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
         scratch = _private_dir(Path(tempfile.gettempdir()), _SCRATCH_PREFIX)
         conf["spark.local.dir"] = scratch
         conf["spark.driver.extraJavaOptions"] += f" -Djava.io.tmpdir={scratch}"
-    conf.update(extra or {})
+    extra = dict(extra or {})
+    # The caller's JVM options add to these (the scratch folder above must stay).
+    java_opts = [conf["spark.driver.extraJavaOptions"], extra.pop("spark.driver.extraJavaOptions", "")]
+    if archive:
+        java_opts.append(jvm_archive.java_options())
+    conf.update(extra)
+    conf["spark.driver.extraJavaOptions"] = " ".join(o for o in java_opts if o)
     builder = SparkSession.builder.master(master).appName(app_name)
     for k, v in conf.items():
         builder = builder.config(k, v)

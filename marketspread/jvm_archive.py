@@ -1,0 +1,41 @@
+"""`marketspread jvm-archive`: record the driver JVM's classes during a small replay, keep them.
+
+The archive (engine/spark/jvm_archive.py) holds the classes a JVM loaded: a small replay
+through the same path as every run (session, Python data source, stateful query, the
+warm-up job) loads the ones a replay, a job or a test session needs.
+"""
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from engine.config import Config
+from engine.spark import jvm_archive
+from engine.spark.session import build_session
+from engine.tools.generate import generate
+from marketspread.replay import QUICK_START, replay
+
+log = logging.getLogger(__name__)
+
+
+def make_archive(cfg: Config, folder: Path = jvm_archive.ARCHIVE_DIR) -> Path:
+    """Run a 20,000-message replay in a recording JVM, then dump its classes; return the file."""
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="ms-jvm-archive-") as tmp:
+        work = Path(tmp)
+        nbbo, orders = work / "nbbo.msg", work / "orders.msg"
+        generate(nbbo, orders, symbols=100, nbbo=10_000, orders=10_000, seed=7)
+        opts = f"{QUICK_START['spark.driver.extraJavaOptions']} {jvm_archive.RECORD_OPTION}"
+        spark = build_session(cfg.master, shards=cfg.shards, extra={"spark.driver.extraJavaOptions": opts},
+                              archive=False)
+        try:
+            replay([nbbo], [orders], work / "results.msg", replace(cfg, state_dir=work / "state"),
+                   spark=spark, ship_metrics=False)
+            path = jvm_archive.dump(spark, folder)
+        finally:
+            spark.stop()
+    log.info("JVM class archive %s (%.0f MB) in %.1f s", path, path.stat().st_size / 1e6, time.monotonic() - t0)
+    return path

@@ -1,0 +1,78 @@
+"""What makes a Spark start cheap: the driver's class archive, PySpark's bytecode, a warm worker.
+
+Real JVMs, a real Spark session and real Python processes; no timing is asserted here
+(bench/replay_ab.py measures), only that each mechanism is in effect and harmless when
+it cannot be.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pyspark
+import pytest
+
+from engine.spark import jvm_archive
+from engine.spark.warmup import warm_workers
+
+ZIPS = sorted(str(p) for p in (Path(pyspark.__file__).parent / "python" / "lib").glob("*.zip"))
+
+
+def _pyspark_file(env_extra: dict[str, str]) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "MS_SPARK_PYTHON_FROM_ZIP"}
+    env.update(PYTHONPATH=os.pathsep.join(ZIPS), **env_extra)
+    r = subprocess.run([sys.executable, "-c", "import pyspark; print(pyspark.__file__)"],
+                       env=env, capture_output=True, text=True, timeout=60, check=True)
+    return r.stdout.strip()
+
+
+def test_spark_started_python_imports_the_installed_pyspark():
+    """Spark puts pyspark.zip first on its Python processes' path; the venv's .pth (setup) undoes that."""
+    assert ZIPS, "PySpark's zipped libraries not found"
+    assert ".zip" not in _pyspark_file({}), "scripts/setup installs pyspark-installed-first.pth"
+    assert ".zip" in _pyspark_file({"MS_SPARK_PYTHON_FROM_ZIP": "1"})     # the switch the A/B bench uses
+
+
+def test_no_archive_gives_no_options(tmp_path):
+    assert jvm_archive.java_options(tmp_path) == ""
+
+
+def test_a_damaged_archive_is_ignored_by_the_jvm(tmp_path):
+    """A JVM that cannot map the archive starts as it would without it, silently."""
+    jvm_archive.archive_path(tmp_path).write_bytes(os.urandom(1 << 16))
+    opts = jvm_archive.java_options(tmp_path)
+    assert "-XX:SharedArchiveFile=" in opts and "-Xshare:auto" in opts
+    r = subprocess.run(["java", *opts.split(), "-version"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "sharing" not in r.stderr and "warning" not in r.stderr.lower(), r.stderr
+
+
+def test_the_session_maps_the_archive_setup_made(spark):
+    """scripts/setup records the archive (`marketspread jvm-archive`); the driver JVM maps it."""
+    if not jvm_archive.archive_path().is_file():
+        msg = f"no JVM class archive at {jvm_archive.archive_path()} (scripts/setup makes it)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)               # in CI a missing archive is a set-up bug
+        pytest.skip(msg)
+    jvm = spark.sparkContext._jvm
+    assert "sharing" in jvm.java.lang.System.getProperty("java.vm.info")
+    args = " ".join(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert f"-XX:SharedArchiveFile={jvm_archive.archive_path()}" in args
+
+
+def test_warm_up_leaves_a_python_worker_with_the_job_imported(spark):
+    """After the warm-up job, the JVM's worker daemon has a worker that imported the job's modules."""
+    thread = warm_workers(spark)
+    thread.join(120)
+    assert not thread.is_alive()
+    jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    daemons = [p for p in psutil.Process(jvm_pid).children()
+               if "pyspark.daemon" in " ".join(p.cmdline()) and p.cmdline()[-1] == "pyspark.worker"]
+    assert daemons, "no pyspark.worker daemon started"
+    workers = [w for d in daemons for w in d.children()]
+    assert workers, "the daemon keeps no idle worker (spark.python.worker.reuse)"
+    maps = "".join(Path(f"/proc/{w.pid}/maps").read_text() for w in workers)
+    assert "pyarrow" in maps                 # the worker loaded Arrow: the first batch will not
