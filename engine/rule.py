@@ -64,17 +64,22 @@ class RuleOutput:
 
 
 def _extend(state: ShardState, symbols: np.ndarray) -> tuple[ShardState, np.ndarray]:
-    """Add unseen symbols (reject, 0, 0) and return the extended state and row indices."""
-    uniq = np.unique(symbols)
+    """Add unseen symbols (reject, 0, 0) and return the extended state and row indices.
+
+    The batch's distinct symbols (a hash-based unique, a few thousand) are looked up in
+    the state, not every event: a binary search per event cost ~4x as much at 500k events.
+    """
+    uniq, inverse = np.unique(symbols, return_inverse=True)
     all_syms = np.union1d(state.symbols, uniq).astype(np.int32)
+    rows = np.searchsorted(all_syms, uniq)[inverse.reshape(-1)]
     if len(all_syms) == len(state.symbols):
-        return state, np.searchsorted(all_syms, symbols)
+        return state, rows
     where = np.searchsorted(all_syms, state.symbols)
     reject = np.ones(len(all_syms), bool)
     bid = np.zeros(len(all_syms))
     offer = np.zeros(len(all_syms))
     reject[where], bid[where], offer[where] = state.reject, state.bid, state.offer
-    return ShardState(all_syms, reject, bid, offer), np.searchsorted(all_syms, symbols)
+    return ShardState(all_syms, reject, bid, offer), rows
 
 
 def apply_rule(state: ShardState, seq: np.ndarray, kind: np.ndarray, symbol: np.ndarray,
@@ -84,11 +89,18 @@ def apply_rule(state: ShardState, seq: np.ndarray, kind: np.ndarray, symbol: np.
     if n == 0:
         return RuleOutput(np.empty(0, np.int64), np.empty(0), np.empty(0), state)
     state, sym_idx = _extend(state, symbol)
-    # Group by symbol, keeping arrival order inside each group.
-    by_seq = np.argsort(seq, kind="stable")
-    order = by_seq[np.argsort(sym_idx[by_seq], kind="stable")]
+    # Group by symbol, keeping arrival order inside each group. A batch read from the log is
+    # in seq order already; the symbol index as a narrow unsigned int sorts by radix
+    # (stable), ~15x faster than a merge sort of int64 at 500k events.
+    key = sym_idx.astype(np.uint16 if len(state.symbols) <= 1 << 16 else np.uint32)
+    if np.all(seq[1:] > seq[:-1]):
+        order = np.argsort(key, kind="stable")
+    else:
+        by_seq = np.argsort(seq, kind="stable")
+        order = by_seq[np.argsort(key[by_seq], kind="stable")]
     g = sym_idx[order]
-    is_nbbo = kind[order] == NBBO_TYPE
+    kinds = kind[order]
+    is_nbbo = kinds == NBBO_TYPE
     pos = np.arange(n)
     starts = np.empty(n, bool)
     starts[0] = True
@@ -96,13 +108,13 @@ def apply_rule(state: ShardState, seq: np.ndarray, kind: np.ndarray, symbol: np.
     group_start = np.maximum.accumulate(np.where(starts, pos, 0))
     last_nbbo = np.maximum.accumulate(np.where(is_nbbo, pos, -1))
     has_quote = last_nbbo >= group_start
-    q = np.where(has_quote, last_nbbo, 0)
-    q_bid, q_offer = bid[order][q], offer[order][q]
+    quote = order[np.where(has_quote, last_nbbo, 0)]
+    q_bid, q_offer = bid[quote], offer[quote]
     q_wide = is_wide(q_bid, q_offer)
     eff_reject = np.where(has_quote, q_wide, state.reject[g])
     eff_bid = np.where(has_quote, q_bid, state.bid[g])
     eff_offer = np.where(has_quote, q_offer, state.offer[g])
-    emit = (kind[order] == ORDER_TYPE) & eff_reject
+    emit = (kinds == ORDER_TYPE) & eff_reject
     # New state: each symbol's last row decides (its last quote, if any in this batch).
     ends = np.empty(n, bool)
     ends[-1] = True

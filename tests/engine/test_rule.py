@@ -34,9 +34,9 @@ def _columns(msgs):
     return np.arange(n, dtype=np.int64), kind, sym, bid, offer
 
 
-def _run_batched(msgs, cuts, shuffle_rng=None):
+def _run_batched(msgs, cuts, shuffle_rng=None, state=None):
     seq, kind, sym, bid, offer = _columns(msgs)
-    state = ShardState.empty()
+    state = ShardState.empty() if state is None else state
     out = []
     bounds = [0, *cuts, len(msgs)]
     for a, b in zip(bounds, bounds[1:]):
@@ -59,6 +59,25 @@ def test_vectorised_rule_equals_reference_under_any_batching(seed):
     assert want, "stream should produce rejections"
     cuts = sorted(rng.choice(np.arange(1, len(msgs)), size=int(rng.integers(0, 12)), replace=False))
     assert _run_batched(msgs, list(cuts), shuffle_rng=rng) == want
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_batches_in_log_order_equal_reference(seed):
+    """A batch read from the log comes in seq order (the rule's fast path: no sort by seq)."""
+    rng = np.random.default_rng(100 + seed)
+    msgs = _random_stream(rng, 3000)
+    cuts = sorted(rng.choice(np.arange(1, len(msgs)), size=int(rng.integers(0, 12)), replace=False))
+    assert _run_batched(msgs, list(cuts)) == reference_results(msgs)
+
+
+def test_more_symbols_than_a_16_bit_sort_key_holds():
+    """Past 65,536 symbols in a shard's state the sort key widens; results stay exact."""
+    rng = np.random.default_rng(7)
+    msgs = _random_stream(rng, 3000)
+    others = np.arange(1, 70_001, dtype=np.int32)          # symbols no message uses, all quoted tight
+    big = ShardState(others, np.zeros(len(others), bool), np.full(len(others), 10.0), np.full(len(others), 10.01))
+    assert _run_batched(msgs, [1000, 2000], state=big) == reference_results(msgs)
+    assert _run_batched(msgs, [1500], shuffle_rng=rng, state=big) == reference_results(msgs)
 
 
 def test_unquoted_symbol_is_rejected_with_zero_quotes():
