@@ -89,15 +89,14 @@ def decode_events(rec: np.ndarray, seq: int | np.ndarray) -> np.ndarray:
                        _field(rec, NBBO_FIELDS["bid"], 8, ">f8"))
     ev["b"] = np.where(is_order, _field(rec, ORDER_FIELDS["price"], 8, ">f8"),
                        _field(rec, NBBO_FIELDS["offer"], 8, ">f8"))
-    orders = np.flatnonzero(is_order)
-    if len(orders):
-        o = rec[orders]
-        ev["side"][orders] = o[:, PAYLOAD_OFFSET + ORDER_FIELDS["side"]]
-        ev["account"][orders] = _field(o, ORDER_FIELDS["account"], 4, ">u4")
-        oid = np.zeros((len(orders), 8), dtype=np.uint8)
-        off = PAYLOAD_OFFSET + ORDER_FIELDS["order_id"]
-        oid[:, 2:] = o[:, off:off + 6]
-        ev["order_id"][orders] = oid.view(">i8").reshape(-1)
+    # Order-only fields, read at their order offsets for every row and zero for NBBOs: a
+    # gather of the orders and a scatter back cost ~3x this at 500k events.
+    ev["side"] = np.where(is_order, rec[:, PAYLOAD_OFFSET + ORDER_FIELDS["side"]], 0)
+    ev["account"] = np.where(is_order, _field(rec, ORDER_FIELDS["account"], 4, ">u4"), 0)
+    oid = np.zeros((n, 8), dtype=np.uint8)
+    off = PAYLOAD_OFFSET + ORDER_FIELDS["order_id"]
+    oid[:, 2:] = rec[:, off:off + 6]
+    ev["order_id"] = np.where(is_order, oid.view(">i8").reshape(-1), 0)
     return ev
 
 
