@@ -47,6 +47,8 @@ ARMS = ("off", "on")                  # run order within a pair
 OFF_ARGS = ("--no-metrics",)          # on the ingress's and the job's command lines
 THROUGHPUT_MIN_RATIO = 0.98           # the requirement, reported (never enforced)
 P99_MAX_RATIO = 1.05                  # "within 5 %": metrics may add at most 5 % to p99
+CPU_MAX_RATIO = 1.02                  # issue 17: CPU per million events, on/off
+CPU_FIGURE = "CPU s per million events (all processes)"
 DEFAULT_WARMUP = 20.0                 # seconds, both modes (see `configs`)
 THROUGHPUT_FIGURE = "processed events/s (commit to commit)"
 METRICS_WAIT = 30.0                   # seconds for a stopped run's points to be queryable
@@ -166,6 +168,14 @@ def run_commit_rate(run_dir: Path, res: e2e.ModeResult) -> float:
     return commit_rate(ids, commit_ns, ends, start_ns, res.samples[-1].wall_ns)
 
 
+def cpu_per_million(r: ArmRun) -> float:
+    """CPU seconds of every process (InfluxDB too) per million events processed in the window."""
+    if not r.result.cpu or not r.result.throughput.processed_mean:
+        return math.nan
+    cores = (sum(r.result.cpu.values()) + (0.0 if math.isnan(r.influxdb_cpu) else r.influxdb_cpu)) / 100
+    return cores / r.result.throughput.processed_mean * 1e6
+
+
 def mode_comparisons(runs: list[ArmRun], mode: str) -> list[Comparison]:
     """Compare the complete pairs of one mode: throughput figures, then latency percentiles."""
     by = {(r.pair, r.arm): r for r in runs if r.mode == mode}
@@ -184,7 +194,8 @@ def mode_comparisons(runs: list[ArmRun], mode: str) -> list[Comparison]:
                 ("job CPU (% of a core)", lambda r: r.result.cpu.get("job", math.nan)),
                 ("all CPU incl. InfluxDB (% of a core)",
                  lambda r: sum(r.result.cpu.values()) + (0.0 if math.isnan(r.influxdb_cpu) else r.influxdb_cpu)
-                 if r.result.cpu else math.nan)]
+                 if r.result.cpu else math.nan),
+                (CPU_FIGURE, cpu_per_million)]
     return [compare(name, [get(by[p, "off"]) for p in pairs], [get(by[p, "on"]) for p in pairs])
             for name, get in figures]
 
@@ -197,6 +208,10 @@ def verdicts(mode: str, comps: list[Comparison]) -> list[Verdict]:
         c = by[THROUGHPUT_FIGURE]
         out.append(Verdict(f"throughput on/off >= {THROUGHPUT_MIN_RATIO}", c.figure, c.median_ratio,
                            c.median_ratio >= THROUGHPUT_MIN_RATIO))
+    if CPU_FIGURE in by:
+        c = by[CPU_FIGURE]
+        out.append(Verdict(f"CPU per million events on/off <= {CPU_MAX_RATIO}", c.figure, c.median_ratio,
+                           c.median_ratio <= CPU_MAX_RATIO))
     if mode == "latency":
         for basis in ("committed", "written"):
             c = by.get(f"p99 latency to {basis} (ms)")
