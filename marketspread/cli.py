@@ -59,11 +59,15 @@ def config_from(args: argparse.Namespace) -> Config:
     return cfg
 
 
+def ingress_config(args) -> Config:
+    """The ingress's config: it writes shard files for the job's shard count, given, else the checkpoint's."""
+    cfg = config_from(args)
+    return cfg if _shards_given(args) else settle_shards(cfg, False)
+
+
 def _cmd_ingress(args) -> int:
     from marketspread.ingress import run_ingress  # lazy: each command imports only its own modules
-    # The ingress writes shard files for the job's shard count: given, else the checkpoint's.
-    cfg = config_from(args)
-    return run_ingress(cfg if _shards_given(args) else settle_shards(cfg, False)) or 0
+    return run_ingress(ingress_config(args)) or 0
 
 
 def _shards_given(args) -> bool:
