@@ -88,3 +88,33 @@ def test_a_job_on_a_log_without_its_shard_files_reads_the_log_and_stays_exact(sp
     assert run.exact, run.detail
     assert not list((tmp_path / "s" / "ingress").glob("shards-*"))
     assert run.per_event == pytest.approx(2 * 64, rel=0.01)          # each task read the whole range
+
+
+def test_an_ingress_restart_mid_run_rebuilds_the_shard_files_and_the_job_stays_exact(spark, data, tmp_path):
+    """A restart (as after a kill) removes the shard files and rebuilds them in a new generation under a live job."""
+    cfg = Config(state_dir=tmp_path, nbbo_port=0, orders_port=0, fsync=False, metrics=False,
+                 max_rows_per_batch=8_000, shards=2)
+    acc = spark.sparkContext.accumulator(0)
+    query = start_query(spark, cfg, consumed=ConsumedOffsetListener(str(cfg.log_dir), None), bytes_read=acc)
+    generations = []
+    try:
+        for path, stream in ((data[0], "nbbo"), (data[1], "orders")):
+            server = IngressServer(cfg).start()
+            generations += [p.name for p in (cfg.log_dir / "shards-2").iterdir()]
+            try:
+                _send(server.ports[stream], path)
+            finally:
+                server.stop()
+        head = read_head(cfg.log_dir)
+        deadline = time.monotonic() + 300
+        while read_consumed(cfg.log_dir) < head:
+            assert query.exception() is None, query.exception()
+            assert time.monotonic() < deadline, f"committed {read_consumed(cfg.log_dir)} of {head}"
+            time.sleep(0.05)
+    finally:
+        stop_query(spark, query)
+    ex = check_exact(tmp_path)
+    print(f"\nFIGURES across an ingress restart: {acc.value / ex.logged:.1f} bytes read per event")
+    assert ex.exact and ex.logged == 80_350, ex
+    assert len(generations) == 2 and generations[0] != generations[1]
+    assert [p.name for p in (cfg.log_dir / "shards-2").iterdir()] == [generations[1]]
