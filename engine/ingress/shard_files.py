@@ -6,10 +6,12 @@ commit's records split by shard (`split_records`: the shard `records.shard_rows`
 and a task reads its shard's records from here (`read_shard`): 72 bytes per event read,
 whatever N.
 
-The files are a cache of the log, never a source of truth: nothing here is fsync'd; an
-ingress start removes them and rebuilds them from the log, from the first record a job
-may still need (`ShardFileWriter.open`); a reader uses them only for a range they cover
-and otherwise reads the log (`read_shard` returns None). A job on a log written with
+The files are a cache of the log, never a source of truth: nothing here is fsync'd on a
+local file system (on a shared one, NFS and the like, each write is flushed before
+`covered` moves, as another machine's reader sees only flushed data); an ingress start
+removes them and rebuilds them from the log, from the first record a job may still need
+(`ShardFileWriter.open`); a reader uses them only for a range they cover and otherwise
+reads the log (`read_shard` returns None). A job on a log written with
 another shard count, or with no ingress running, is therefore only slower, never wrong.
 
 Layout, beside the log::
@@ -24,8 +26,8 @@ record; a segment holds its shard's records in ascending order. A segment spans 
 sequence numbers as a log segment (2^20 records: ~72/N MiB per shard file): the number
 of files stays N per log segment, a reader finds the segments of a range by arithmetic,
 and retention deletes a span's shard segments once all its records are below what the
-job may read again (`delete_shard_segments`; at the latest with the log segment). Every segment of a span is
-created when the span begins, so a missing one means deleted, never empty.
+job may read again (`delete_shard_segments`; at the latest with the log segment). Every
+segment of a span is created when the span begins, so a missing one means deleted, never empty.
 
 Each ingress start makes a new generation (its name a ns time stamp; readers take the
 newest) and removes the others. A reader checks `start` and `covered` of one generation
@@ -45,6 +47,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from engine.storage.diskspace import is_shared_fs
 from engine.ingress.log import (RECORD_BYTES, LogReader, LogWriter, first_retained, read_u64, segment_firsts,
                                 write_u64)
 from engine.wire.records import record_symbols, shard_of
@@ -116,9 +119,13 @@ class ShardFileWriter:
     new generation and catches up from the log.
     """
 
-    def __init__(self, log_dir: str | os.PathLike, n_shards: int, start: int, span: int):
-        """Follow a log from record `start` on; the first `add` (or `open`) makes the files."""
+    def __init__(self, log_dir: str | os.PathLike, n_shards: int, start: int, span: int, sync: bool = False):
+        """Follow a log from record `start` on; the first `add` (or `open`) makes the files.
+
+        `sync`: flush each write of the files before `covered` moves (a shared file system).
+        """
         self.log_dir = Path(log_dir)
+        self.sync = sync
         self.n_shards = n_shards
         self.span = span
         self.covered = start
@@ -142,7 +149,7 @@ class ShardFileWriter:
             return None
         start = min(writer.head, max(consumed, first_retained(writer.dir)))
         t0 = time.monotonic()
-        shards = cls(writer.dir, n_shards, start, writer.segment_records)
+        shards = cls(writer.dir, n_shards, start, writer.segment_records, sync=is_shared_fs(writer.dir))
         try:
             shards._restart(start)
             shards._catch_up(writer.head)
@@ -234,9 +241,13 @@ class ShardFileWriter:
                 data = part.view(np.uint8)
                 if len(data) and os.write(fd, data) != len(data):
                     raise OSError(f"short write to a shard file of {self.dir}")
+                if len(data) and self.sync:
+                    os.fdatasync(fd)
             done += take
         self.covered = first + len(rec)
         os.pwrite(self._covered_fd, self.covered.to_bytes(8, "little"), 0)   # as write_u64, one call
+        if self.sync:
+            os.fsync(self._covered_fd)
 
     def _failed(self, err: BaseException) -> None:
         self._close_files()

@@ -93,6 +93,18 @@ def test_records_round_trip_with_their_seqs_across_segments_and_commits(tmp_path
     sf.close()
 
 
+def test_on_a_shared_file_system_every_write_is_flushed_before_covered_moves(tmp_path):
+    """(NFS and the like: another machine reads only flushed data; here the same files, flushed.)"""
+    w = LogWriter(tmp_path, segment_records=SPAN, fsync=False)
+    sf = ShardFileWriter(tmp_path, 2, 0, SPAN, sync=True)
+    w.on_durable = sf.add
+    for i in range(3):
+        w.append(_payloads(900, seed=i), i)
+        w.commit()
+    assert sf.sync and sf.covered == 2700
+    _assert_reads_equal_log(tmp_path, 2, 0, 2700)
+
+
 def test_one_shard_writes_nothing_and_removes_stale_shard_files(tmp_path):
     _log(tmp_path, 2, [_payloads(100, 1)])
     assert list(tmp_path.glob("shards-*"))
