@@ -207,7 +207,8 @@ def start_ingress(fleet: Fleet, run_dir: Path, cfg: BenchConfig,
                   extra_args: Sequence[str] = ()) -> tuple[Proc, dict[str, int]]:
     """Start the ingress on free ports; return it and its ports once it listens."""
     ingress = fleet.spawn("ingress", ["ingress", "--state-dir", run_dir, "--nbbo-port", 0,
-                                      "--orders-port", 0, "--max-backlog", cfg.max_backlog, *extra_args])
+                                      "--orders-port", 0, "--max-backlog", cfg.max_backlog,
+                                      "--shards", cfg.shards, *extra_args])
 
     def ports():
         st = read_stats(run_dir / "ingress")

@@ -59,15 +59,24 @@ def config_from(args: argparse.Namespace) -> Config:
     return cfg
 
 
+def ingress_config(args) -> Config:
+    """The ingress's config: it writes shard files for the job's shard count, given, else the checkpoint's."""
+    cfg = config_from(args)
+    return cfg if _shards_given(args) else settle_shards(cfg, False)
+
+
 def _cmd_ingress(args) -> int:
     from marketspread.ingress import run_ingress  # lazy: each command imports only its own modules
-    return run_ingress(config_from(args)) or 0
+    return run_ingress(ingress_config(args)) or 0
+
+
+def _shards_given(args) -> bool:
+    return getattr(args, "shards", None) is not None or bool(environment().get("MS_SHARDS"))
 
 
 def _job_config(args) -> Config:
     """The config of a command that runs the job on a state folder: its checkpoint's shard count."""
-    explicit = getattr(args, "shards", None) is not None or bool(environment().get("MS_SHARDS"))
-    return settle_shards(config_from(args), explicit)
+    return settle_shards(config_from(args), _shards_given(args))
 
 
 def _cmd_job(args) -> int:

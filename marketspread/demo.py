@@ -122,8 +122,8 @@ def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, sym
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _on_signal)
     try:
-        procs.append(_spawn(["ingress", *common, "--max-backlog", str(cfg.max_backlog)],
-                            logs / "ingress.log", cfg, env))
+        procs.append(_spawn(["ingress", *common, "--max-backlog", str(cfg.max_backlog),
+                             "--shards", str(cfg.shards)], logs / "ingress.log", cfg, env))
         retention = ["--results-retention", cfg.results_retention, "--results-retention-bytes",
                      cfg.results_retention_bytes, "--checkpoint-batches", str(cfg.checkpoint_batches)]
         procs.append(_spawn(["job", "--master", cfg.master, "--shards", str(cfg.shards), *retention,

@@ -93,7 +93,10 @@ def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
         shipper = MetricsShipper(cfg.out_dir, run, writer, tasks=cfg.shards).start()
         listener = attach_listener(spark, run, writer, cfg.log_dir)
         alerts = start_evaluator(cfg.state_dir, writer)
-    query = start_query(spark, cfg, listener, consumed=ConsumedOffsetListener(str(cfg.log_dir), None))
+    bytes_read = spark.sparkContext.accumulator(0)
+    first_consumed = read_consumed(cfg.log_dir)
+    query = start_query(spark, cfg, listener, consumed=ConsumedOffsetListener(str(cfg.log_dir), None),
+                        bytes_read=bytes_read)
     log.info("job started on %s: log %s, results %s, checkpoint %s", cfg.master, cfg.log_dir,
              cfg.out_dir, cfg.checkpoint_dir)
     retention = RetentionWorker(cfg, policy).start()
@@ -135,6 +138,10 @@ def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
         if shipper is not None:
             shipper.stop()
             writer.close(timeout=10)
+        events = read_consumed(cfg.log_dir) - first_consumed
+        log.info("job read %d bytes of ingress records (log or shard files) for %d events committed: "
+                 "%.1f bytes/event, %d shards", bytes_read.value, events, bytes_read.value / max(1, events),
+                 cfg.shards)
         spark.stop()
         log.info("job stopped")
     if failure is not None:

@@ -257,7 +257,8 @@ def _drive(spec: BenchSpec, cfg: Config, run: str, run_dir: Path, files: tuple[P
         common.append("--no-fsync")
     try:
         ingress = fleet.spawn("ingress", ["ingress", *common, "--host", "127.0.0.1", "--nbbo-port", 0,
-                                          "--orders-port", 0, "--max-backlog", cfg.max_backlog])
+                                          "--orders-port", 0, "--max-backlog", cfg.max_backlog,
+                                          "--shards", cfg.shards])
 
         def ports():
             st = read_stats(log_dir)

@@ -34,7 +34,7 @@ def _seg_name(first: int) -> str:
     return f"seg-{first:020d}.log"
 
 
-def _write_u64(path: Path, value: int) -> None:
+def write_u64(path: Path, value: int) -> None:
     """Overwrite an 8-byte counter in place (an aligned 8-byte pwrite is not torn)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
     try:
@@ -43,7 +43,8 @@ def _write_u64(path: Path, value: int) -> None:
         os.close(fd)
 
 
-def _read_u64(path: Path) -> int:
+def read_u64(path: Path) -> int:
+    """Read an 8-byte counter (0 if it does not exist yet)."""
     try:
         with open(path, "rb") as f:
             raw = f.read(8)
@@ -54,17 +55,17 @@ def _read_u64(path: Path) -> int:
 
 def read_head(log_dir: str | os.PathLike) -> int:
     """Return the number of durable records in the log."""
-    return _read_u64(Path(log_dir) / "head")
+    return read_u64(Path(log_dir) / "head")
 
 
 def read_consumed(log_dir: str | os.PathLike) -> int:
     """Return the number of records the job has committed."""
-    return _read_u64(Path(log_dir) / "consumed")
+    return read_u64(Path(log_dir) / "consumed")
 
 
 def write_consumed(log_dir: str | os.PathLike, value: int) -> None:
     """Record that the job has committed everything below `value`."""
-    _write_u64(Path(log_dir) / "consumed", value)
+    write_u64(Path(log_dir) / "consumed", value)
 
 
 class LogWriter:
@@ -76,6 +77,11 @@ class LogWriter:
     partially written record. When `append` or `commit` fails (a short write, ENOSPC,
     EIO from fsync: the bytes cannot be trusted), `rollback` truncates the log back to
     `head`, the last whole, durable record.
+
+    `on_durable(first_seq, records)`, when set, is called by each commit with the
+    records it made durable, after the fsync and before `head` moves (the shard files,
+    shard_files.py, are written there so that a reader seeing `head` finds them); it
+    must not raise.
     """
 
     def __init__(self, log_dir: str | os.PathLike, segment_records: int = DEFAULT_SEGMENT_RECORDS,
@@ -87,9 +93,11 @@ class LogWriter:
         self._fd: int | None = None
         self._seg_first = 0
         self._dirty: set[int] = set()
+        self.on_durable = None
+        self._undurable: list[np.ndarray] = []   # records appended since the last commit (for on_durable)
         self.size = self._recover()
         self.head = self.size
-        _write_u64(self.dir / "head", self.head)
+        write_u64(self.dir / "head", self.head)
 
     def _recover(self) -> int:
         segs = sorted(int(m.group(1)) for p in self.dir.iterdir() if (m := _SEG_RE.match(p.name)))
@@ -140,6 +148,8 @@ class LogWriter:
                 name = _seg_name(seq - seq % self.segment_records)
                 raise OSError(errno.ENOSPC, f"short write to log segment {name}: {written} of {len(data)} bytes")
             done += take
+        if self.on_durable is not None:
+            self._undurable.append(rec)
         return first
 
     def commit(self) -> int:
@@ -153,8 +163,11 @@ class LogWriter:
             os.close(fd)
         if self.fsync and self._fd is not None:
             os.fsync(self._fd)
+        if self.on_durable is not None and self._undurable:
+            recs, self._undurable = self._undurable, []
+            self.on_durable(self.head, recs[0] if len(recs) == 1 else np.concatenate(recs))
         self.head = self.size
-        _write_u64(self.dir / "head", self.head)
+        write_u64(self.dir / "head", self.head)
         return self.head
 
     def rollback(self) -> int:
@@ -170,6 +183,7 @@ class LogWriter:
                 pass
         self._dirty.clear()
         self._fd = None
+        self._undurable = []
         first = self.head - self.head % self.segment_records
         for p in self.dir.iterdir():
             m = _SEG_RE.match(p.name)
@@ -256,12 +270,12 @@ def first_retained(log_dir: str | os.PathLike) -> int:
 def read_hold(log_dir: str | os.PathLike) -> int | None:
     """The hold a reader outside the job placed (`HOLD`), None if there is none."""
     path = Path(log_dir) / HOLD
-    return _read_u64(path) if path.exists() else None
+    return read_u64(path) if path.exists() else None
 
 
 def write_hold(log_dir: str | os.PathLike, seq: int) -> None:
     """Keep records from `seq` on until the hold moves or is removed (a tap, the tests' reference)."""
-    _write_u64(Path(log_dir) / HOLD, seq)
+    write_u64(Path(log_dir) / HOLD, seq)
 
 
 def delete_segments(log_dir: str | os.PathLike, firsts: list[int]) -> int:

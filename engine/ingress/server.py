@@ -47,6 +47,7 @@ from engine.ingress.deadletter import DeadLetter, DeadLetterFile
 from engine.storage.diskspace import SpaceMark, describe_free, disk_space
 from engine.wire.fixish import STREAM_NBBO, STREAM_ORDERS, BadFrame, FrameScanner, ScanResult
 from engine.ingress.log import LogWriter, read_consumed
+from engine.ingress.shard_files import ShardFileWriter
 from engine.ingress.stats import STATS_FILE, IngressStats, reason_category, write_stats
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,7 @@ class IngressServer:
         self._listeners: list[socket.socket] = []
         self._conns: set[_Conn] = set()
         self._writer: LogWriter | None = None
+        self._shard_files: ShardFileWriter | None = None     # with cfg.shards > 1 (shard_files.py)
         self._dead: DeadLetterFile | None = None
         self._touched: list[_Conn] = []          # connections with records since the last commit
         self._why_muted: set[str] = set()        # "backlog", "disk"
@@ -164,6 +166,7 @@ class IngressServer:
                 self.ports[stream] = ls.getsockname()[1]
             self._writer = LogWriter(cfg.log_dir, fsync=cfg.fsync)
             self._consumed = read_consumed(cfg.log_dir)
+            self._shard_files = ShardFileWriter.open(self._writer, cfg.shards, self._consumed)
             self._dead = DeadLetterFile(cfg.deadletter_path, cfg.deadletter_max_bytes)
             self._max_conns = _connection_cap(cfg.max_connections)
         except BaseException:       # e.g. a port in use: release what was opened
@@ -583,6 +586,8 @@ class IngressServer:
             self._writer.close()
         except OSError as e:
             log.error("ingress log not closed cleanly: %s", e)
+        if self._shard_files is not None:
+            self._shard_files.close()
         self._dead.close()
         for ls in self._listeners:
             if ls not in [p for p, _ in self._paused]:

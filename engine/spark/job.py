@@ -14,6 +14,7 @@ from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, encode_samples
 
 from engine.config import Config
 from engine.ingress.log import LogReader
+from engine.ingress.shard_files import read_shard
 from engine.spark.batch_output import stamp_frames, write_shard_metrics, write_shard_results
 from engine.spark.step_metrics import event_runs, sink_samples, source_samples, state_samples
 from engine.wire.records import decode_events, shard_keys, shard_rows
@@ -30,13 +31,16 @@ QUERY_NAME = "market-spread"
 _LISTENERS: dict = {}                  # query id -> its offset listener, until stop_query
 
 
-def make_check_market_data(log_dir: str, out_dir: str, n_shards: int, metrics: bool = True):
+def make_check_market_data(log_dir: str, out_dir: str, n_shards: int, metrics: bool = True,
+                           bytes_read=None):
     """Return the applyInPandasWithState function (with or without latency samples).
 
-    Per shard and batch it reads the batch's log range, keeps its own symbols' events,
+    Per shard and batch it reads its own symbols' events of the batch's log range (from
+    the shard files where they cover the range, else from the log, keeping its own),
     runs the rule over them and writes the shard's results and samples itself
     (batch_output.py). It yields nothing: the query's sink is Spark's `noop`, and a batch
-    commits with Spark's own commit log.
+    commits with Spark's own commit log. `bytes_read`, a Spark accumulator, if given,
+    adds the bytes of records each task read (log or shard files).
     """
     group_keys = shard_keys(n_shards)
 
@@ -48,12 +52,19 @@ def make_check_market_data(log_dir: str, out_dir: str, n_shards: int, metrics: b
             return
         ranges = pd.concat(given, ignore_index=True).sort_values("lo")
         shard = group_keys.index(int(key[0]))
-        reader = LogReader(log_dir)
-        parts = []
+        parts, nbytes = [], 0
         for lo, hi in zip(ranges["lo"].tolist(), ranges["hi"].tolist()):
-            rec = reader.read(lo, hi)
+            own = read_shard(log_dir, n_shards, shard, lo, hi) if n_shards > 1 else None
+            if own is not None:
+                parts.append(decode_events(own.rec, own.seq))
+                nbytes += own.nbytes
+                continue
+            rec = LogReader(log_dir).read(lo, hi)
             mine = shard_rows(rec, n_shards, shard)
             parts.append(decode_events(rec[mine], lo + mine))
+            nbytes += rec.nbytes
+        if bytes_read is not None:
+            bytes_read.add(nbytes)
         ev = parts[0] if len(parts) == 1 else np.concatenate(parts)
         t0 = time.time_ns()
         shard_state = ShardState.from_bytes(*state.get) if state.exists else ShardState.empty()
@@ -88,13 +99,15 @@ def register_sources(spark) -> None:
     spark.dataSource.register(IngressDataSource)
 
 
-def start_query(spark, cfg: Config, metrics_listener=None, *, consumed):
+def start_query(spark, cfg: Config, metrics_listener=None, *, consumed, bytes_read=None):
     """Start the streaming query; returns the StreamingQuery.
 
     The log's `consumed` offset follows each batch through `metrics_listener` when one is
     attached (one Python listener instead of two), else through `consumed` attached as a
     listener of its own. `consumed` is a `marketspread.progress.ConsumedOffsetListener`
     for this log: the caller builds it, as its Spark bridge is spark_listener's.
+    `bytes_read` (`spark.sparkContext.accumulator(0)`) counts the bytes of ingress
+    records the state tasks read, on the driver (`bytes_read.value`).
     """
     register_sources(spark)
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
@@ -104,7 +117,7 @@ def start_query(spark, cfg: Config, metrics_listener=None, *, consumed):
               .option("maxRowsPerBatch", cfg.max_rows_per_batch)
               .load())
     results = events.groupBy("shard").applyInPandasWithState(
-        make_check_market_data(str(cfg.log_dir), str(cfg.out_dir), cfg.shards, cfg.metrics),
+        make_check_market_data(str(cfg.log_dir), str(cfg.out_dir), cfg.shards, cfg.metrics, bytes_read),
         OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout)
     writer = (results.writeStream.format("noop")
               .option("checkpointLocation", str(cfg.checkpoint_dir))

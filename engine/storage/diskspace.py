@@ -88,3 +88,37 @@ def allocated_bytes(path: str | os.PathLike) -> int:
             except FileNotFoundError:
                 pass
     return total
+
+
+# File systems that other machines share: a write there is visible to another machine's
+# reader only once flushed (close-to-open consistency), however it is ordered locally.
+SHARED_FS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "lustre", "9p", "afs", "gpfs",
+             "beegfs", "ocfs2", "gfs2", "fuse"}
+
+
+def fs_type(path: str | os.PathLike, mountinfo: str | None = None) -> str:
+    """Return the type of the file system holding `path` ("" if unknown), from /proc/self/mountinfo."""
+    if mountinfo is None:
+        try:
+            with open("/proc/self/mountinfo") as f:
+                mountinfo = f.read()
+        except OSError:
+            return ""
+    target = os.path.realpath(path)
+    best, kind = -1, ""
+    for line in mountinfo.splitlines():
+        fields, _, rest = line.partition(" - ")
+        parts = fields.split()
+        if len(parts) < 5 or not rest:
+            continue
+        point = parts[4].replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= best:      # the deepest mount wins; a later one over the same point too
+            best, kind = len(point), rest.split()[0]
+    return kind
+
+
+def is_shared_fs(path: str | os.PathLike) -> bool:
+    """Return whether `path` is on a file system other machines share (or of an unknown type)."""
+    kind = fs_type(path)
+    return not kind or kind.split(".")[0] in SHARED_FS

@@ -2,7 +2,8 @@
 
 The driver knows when Spark commits and owns the checkpoint, so deletion runs here, off
 the batch path, every `interval_s`: log segments below the newest committed end offset
-(and any reader hold), then result batches beyond the age or size bound.
+(and any reader hold) with the shard files' segments of the same records, then result
+batches beyond the age or size bound.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 
 from engine.spark.checkpoint import committed_end_offset
 from engine.config import Config
-from engine.ingress.log import DEFAULT_SEGMENT_RECORDS, delete_segments, read_hold, segment_firsts
+from engine.ingress.log import DEFAULT_SEGMENT_RECORDS, delete_segments, first_retained, read_hold, segment_firsts
+from engine.ingress.shard_files import delete_shard_segments
 from engine.output.results import batch_footprints, committed_batch, delete_batches, retained_from
 from engine.storage.retention import BatchFootprint, RetentionPolicy, log_keep_from, results_keep_from, segments_to_delete
 
@@ -64,11 +66,17 @@ class RetentionWorker:
         """Delete what may go now; return what was deleted."""
         now_ns = time.time_ns() if now_ns is None else now_ns
         segs = log_bytes = 0
+        committed_end = committed_end_offset(self.cfg.checkpoint_dir)
         if self.policy.log:
-            keep = log_keep_from(committed_end_offset(self.cfg.checkpoint_dir), read_hold(self.cfg.log_dir))
+            keep = log_keep_from(committed_end, read_hold(self.cfg.log_dir))
             doomed = segments_to_delete(segment_firsts(self.cfg.log_dir), self.segment_records, keep)
             log_bytes = delete_segments(self.cfg.log_dir, doomed)
             segs = len(doomed)
+        # Shard files (shard_files.py) are the job's cache of the log: it never reads them below
+        # its committed offset, so they go from there whether or not the log is kept (--keep-log),
+        # and always at least as far as the log.
+        below = max(committed_end or 0, first_retained(self.cfg.log_dir))
+        log_bytes += delete_shard_segments(self.cfg.log_dir, below)
         batches = res_bytes = 0
         if self.policy.results_age_s is not None or self.policy.results_bytes is not None:
             committed = committed_batch(self.cfg.out_dir)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.wire.fixish import NBBO_FIELDS, ORDER_FIELDS, ORDER_TYPE
-from engine.ingress.log import PAYLOAD_OFFSET
+from engine.ingress.log import PAYLOAD_OFFSET, RECORD_BYTES
 
 # One event; for an NBBO `a, b` are bid and offer, for an order qty and price.
 EVENT_DTYPE = np.dtype([("seq", "<i8"), ("ingest_ns", "<i8"), ("kind", "i1"), ("side", "i1"),
@@ -25,9 +25,13 @@ def _field(rec: np.ndarray, offset: int, width: int, dtype: str) -> np.ndarray:
 
 
 def shard_of(symbol: np.ndarray, n_shards: int) -> np.ndarray:
-    """Map symbol ints to shards with a multiplicative hash (stable across runs)."""
-    h = (symbol.astype(np.uint64) * np.uint64(2654435761)) & np.uint64(0xFFFFFFFF)
-    return ((h >> np.uint64(16)) % np.uint64(n_shards)).astype(np.int32)
+    """Map symbol ints to shards with a multiplicative hash (stable across runs).
+
+    The hash is the low 32 bits of `symbol * 2654435761`, computed in uint32 (wrapping
+    keeps exactly those bits; half the cost of the same product in uint64).
+    """
+    h = np.asarray(symbol).astype(np.uint32) * np.uint32(2654435761)
+    return ((h >> np.uint32(16)) % np.uint32(n_shards)).astype(np.int32)
 
 
 def _spark_hash_int(value: int, seed: int = 42) -> int:
@@ -60,11 +64,20 @@ def shard_keys(n_shards: int) -> list[int]:
     return [keys[k] for k in range(n_shards)]
 
 
+# The type byte and both places a symbol can sit, read in place from (n, 64) records.
+_SYMBOL_FIELDS = np.dtype({"names": ["type", "nbbo", "order"], "formats": ["u1", ">i4", ">i4"],
+                           "offsets": [PAYLOAD_OFFSET, PAYLOAD_OFFSET + NBBO_FIELDS["symbol"],
+                                       PAYLOAD_OFFSET + ORDER_FIELDS["symbol"]],
+                           "itemsize": RECORD_BYTES})
+
+
 def record_symbols(rec: np.ndarray) -> np.ndarray:
-    """Symbol ints of (n, 64) log records (the field sits where the record's type puts it)."""
-    is_order = rec[:, PAYLOAD_OFFSET] == ORDER_TYPE
-    return np.where(is_order, _field(rec, ORDER_FIELDS["symbol"], 4, ">i4"),
-                    _field(rec, NBBO_FIELDS["symbol"], 4, ">i4"))
+    """Symbol ints of (n, 64) log records (the field sits where the record's type puts it).
+
+    `rec` may be a view whose rows are apart (a shard file's records, 72 bytes apart).
+    """
+    f = rec.view(_SYMBOL_FIELDS)[:, 0]
+    return np.where(f["type"] == ORDER_TYPE, f["order"], f["nbbo"])
 
 
 def shard_rows(rec: np.ndarray, n_shards: int, shard: int) -> np.ndarray:

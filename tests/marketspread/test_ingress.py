@@ -1,6 +1,7 @@
 """The `marketspread ingress` process: it serves until SIGTERM and stops cleanly."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -11,6 +12,7 @@ import time
 from collector.settings import PROJECT_ROOT
 from engine.ingress.log import read_head, wait_for
 from engine.ingress.stats import read_stats
+from marketspread.cli import build_parser, ingress_config
 
 DEMO = "demo-2017"
 ROOT = PROJECT_ROOT
@@ -47,3 +49,16 @@ def test_run_ingress_serves_until_sigterm(tmp_path, fixtures):
     assert proc.returncode == 0, err
     assert "msgs/s" in out and "ingress stopped: 1000 messages" in err
     assert read_head(log_dir) == 1000 and read_stats(log_dir)["accepted_total"] == 1000
+
+
+def test_the_ingress_takes_the_shard_count_given_else_the_checkpoints(tmp_path, monkeypatch):
+    """It writes the shard files the job reads (engine/ingress/shard_files.py)."""
+    monkeypatch.delenv("MS_SHARDS", raising=False)
+    args = ["ingress", "--state-dir", str(tmp_path)]
+    assert ingress_config(build_parser().parse_args(args)).shards == 1
+    offsets = tmp_path / "checkpoint" / "offsets"
+    offsets.mkdir(parents=True)
+    conf = {"batchWatermarkMs": 0, "conf": {"spark.sql.shuffle.partitions": "4"}}
+    (offsets / "0").write_text("v1\n" + json.dumps(conf) + '\n{"seq":10}')
+    assert ingress_config(build_parser().parse_args(args)).shards == 4
+    assert ingress_config(build_parser().parse_args([*args, "--shards", "2"])).shards == 2

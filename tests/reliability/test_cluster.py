@@ -1,15 +1,12 @@
 """Scale-out: the job on a real Spark standalone cluster (a master, two workers) equals local[*].
 
-The cluster comes from the PySpark distribution's own launch classes, on loopback only:
-
-    java -cp "$SPARK_HOME/jars/*" org.apache.spark.deploy.master.Master --host 127.0.0.1 ...
-    java -cp "$SPARK_HOME/jars/*" org.apache.spark.deploy.worker.Worker spark://127.0.0.1:P ...
-
-with SPARK_HOME the pyspark package folder. The job runs as a user runs it on a cluster:
-`marketspread ingress`, then `marketspread job --master spark://127.0.0.1:P` (executors in
-the workers read the ingress log and write the results; on one machine every executor
-sees the same files). The same input through `marketspread replay --master local[*]`
-must give the same results, and both must equal the reference.
+The cluster comes from the PySpark distribution's own launch classes, on loopback only
+(bench/spark_cluster.py, which bench/cluster_shards.py uses too). The job runs as a user
+runs it on a cluster: `marketspread ingress --shards 2`, then `marketspread job --master
+spark://127.0.0.1:P --shards 2` (executors in the workers read their shard files, or the
+ingress log, and write the results; on one machine every executor sees the same files).
+The same input through `marketspread replay --master local[*]` (one shard) must give the
+same results, and both must equal the reference.
 """
 from __future__ import annotations
 
@@ -20,18 +17,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyspark
 import pytest
 
 from engine.wire.fixish import read_results
 from engine.output.results import read_committed, result_tuples
 from engine.tools.generate import generate
 
-from collector.influx.server import free_port
-from .harness import (ROOT, Proc, check_exact, drain, fleet_for, is_loopback, listening_sockets,
-                      log_tail, start_ingress, start_job, stop_gracefully, wait_until)
+from .harness import (ROOT, check_exact, drain, fleet_for, is_loopback, listening_sockets, log_tail,
+                      start_ingress, start_job, stop_gracefully)
+from spark_cluster import job_bytes_read, start_cluster  # noqa: E402  (bench/, on the path through the harness)
 
-SPARK_HOME = Path(pyspark.__file__).resolve().parent
 WORKERS = 2
 
 
@@ -45,12 +40,6 @@ def _java() -> str:
     return java
 
 
-def _scala_version() -> str:
-    """The Scala version of the bundled jars: a worker's executor launcher needs it without a build tree."""
-    core = next((SPARK_HOME / "jars").glob("spark-core_*.jar"))
-    return core.name.split("_")[1].split("-")[0]
-
-
 def _send_acknowledged(port: int, path: Path) -> None:
     with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
         s.sendall(path.read_bytes())
@@ -62,36 +51,12 @@ def _send_acknowledged(port: int, path: Path) -> None:
 
 @pytest.fixture
 def cluster(tmp_path):
-    """A standalone master and two 1-core workers on 127.0.0.1; yields the master URL."""
+    """A standalone master and two 1-core workers on 127.0.0.1 (bench/spark_cluster.py); yields the master URL."""
     java = _java()
     fleet = fleet_for(tmp_path / "cluster")
-    env = {**fleet.env, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_SCALA_VERSION": _scala_version(), "PYTHONPATH": str(ROOT)}
-    cp = f"{SPARK_HOME / 'jars'}/*"
-    port, ui = free_port(), free_port()
-
-    def launch(name, args):
-        log = fleet.log_dir / f"{name}.log"
-        with open(log, "ab") as out:
-            p = subprocess.Popen([java, "-Xmx512m", "-cp", cp, *args], cwd=tmp_path, env=env,
-                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
-        fleet.procs.append(Proc(name, p, log))
-        return fleet.procs[-1]
-
     try:
-        master = launch("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                   "--port", str(port), "--webui-port", str(ui)])
-        url = f"spark://127.0.0.1:{port}"
-        wait_until(lambda: "I have been elected leader" in master.log_path.read_text(errors="replace"),
-                   60, "the master", [master])
-        workers = [launch(f"worker-{i}", ["org.apache.spark.deploy.worker.Worker", url, "--cores", "1",
-                                          "--memory", "1g", "--host", "127.0.0.1", "--webui-port",
-                                          str(free_port()), "--work-dir", str(tmp_path / f"work-{i}")])
-                   for i in range(WORKERS)]
-        wait_until(lambda: master.log_path.read_text(errors="replace").count("Registering worker") >= WORKERS,
-                   90, "both workers to register", [master, *workers])
-        yield url, master, workers
+        c = start_cluster(fleet, java, tmp_path, workers=WORKERS)
+        yield c.url, c.master, c.workers
     finally:
         fleet.stop_all()
 
@@ -109,8 +74,8 @@ def test_job_on_a_standalone_cluster_equals_local(cluster, tmp_path):
     state = tmp_path / "state"
     fleet = fleet_for(tmp_path / "run", {"SPARK_LOCAL_IP": "127.0.0.1"})
     try:
-        ingress, ports = start_ingress(fleet, state, "--no-metrics")
-        job = start_job(fleet, state, "--no-metrics", "--max-rows-per-batch", 25_000, master=url)
+        ingress, ports = start_ingress(fleet, state, "--no-metrics", "--shards", 2)
+        job = start_job(fleet, state, "--no-metrics", "--max-rows-per-batch", 25_000, "--shards", 2, master=url)
         assert "app-" in master.log_path.read_text(), "the job did not register with the master"
         _send_acknowledged(ports["nbbo"], nbbo)         # all quotes first, as replay does
         _send_acknowledged(ports["orders"], orders)
@@ -131,10 +96,12 @@ def test_job_on_a_standalone_cluster_equals_local(cluster, tmp_path):
 
     ex = check_exact(state)
     assert ex.exact, ex
+    read, events = job_bytes_read(job.log_path)
+    assert events == ex.logged and read <= 1.15 * 64 * events, (read, events)   # its shard's records only
     frames, side = read_committed(state / "results")
     on_cluster = result_tuples(frames[side[:, 0].argsort(kind="stable")])
     local = [tuple(r[:8]) for r in read_results(local_out.read_bytes())]
     print(f"\nFIGURES cluster: {ex.logged} events, {len(on_cluster)} results on {url} "
-          f"({WORKERS} workers), {len(local)} on local[*]")
+          f"({WORKERS} workers, 2 shards, {read / events:.1f} bytes read per event), {len(local)} on local[*]")
     assert len(local) == ex.expected > 1000
     assert on_cluster == local

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import errno
 
-from engine.storage.diskspace import DiskSpace, SpaceMark, is_disk_full
+from engine.storage.diskspace import SHARED_FS, DiskSpace, SpaceMark, fs_type, is_disk_full, is_shared_fs
 
 GiB = 1 << 30
 
@@ -38,3 +38,27 @@ def test_disk_full_is_found_in_causes_and_in_spark_text():
         assert is_disk_full(e)
     assert is_disk_full(Exception("PythonException: ... OSError: [Errno 28] No space left on device"))
     assert not is_disk_full(OSError(errno.ECONNRESET, "reset"))
+
+
+MOUNTINFO = """\
+22 27 0:21 / /proc rw,relatime - proc proc rw
+27 1 254:0 / / rw,relatime - ext4 /dev/vda rw
+40 27 0:50 / /shared rw,relatime shared:1 - nfs4 srv:/export rw,vers=4.2
+41 40 0:51 / /shared/local\\040disk rw - xfs /dev/vdb rw
+42 27 0:52 / /mnt/ssh rw - fuse.sshfs user@host: rw
+"""
+
+
+def test_the_file_system_type_is_the_deepest_mount_holding_the_path():
+    assert fs_type("/shared/ms/ingress", MOUNTINFO) == "nfs4"
+    assert fs_type("/shared/local disk/ms", MOUNTINFO) == "xfs"      # a mount inside the share, escaped name
+    assert fs_type("/sharedness", MOUNTINFO) == "ext4"               # a prefix of the name is not inside
+    assert fs_type("/mnt/ssh/x", MOUNTINFO) == "fuse.sshfs"
+    assert fs_type("/", MOUNTINFO) == "ext4"
+    assert fs_type("/x", "") == ""
+
+
+def test_only_a_local_file_system_counts_as_unshared(tmp_path):
+    assert fs_type(tmp_path)                                          # this machine's mounts are readable
+    assert is_shared_fs(tmp_path) is (fs_type(tmp_path).split(".")[0] in SHARED_FS)
+    assert "nfs4" in SHARED_FS and "fuse" in SHARED_FS and "ext4" not in SHARED_FS

@@ -1,0 +1,83 @@
+"""What the shard files cost the ingress: the split and write per million events, N shards vs 1.
+
+    python bench/shard_split.py [--events 1000000] [--commit 20000] [--repeat 5]
+
+Times `LogWriter.append` + `commit` (fsync off: the CPU, not the disk) of generated
+NBBO/order payloads in commits of `--commit` records, with the shard files of
+engine/ingress/shard_files.py following the log for 2 and 4 shards and none for 1, in a
+temp folder beside the checkout (the state folder's file system, not a tmpfs). Best of
+`--repeat`; prints ms per million events.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from engine.ingress.log import LogWriter  # noqa: E402
+from engine.ingress.shard_files import ShardFileWriter  # noqa: E402
+from engine.wire.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE  # noqa: E402
+
+
+def payloads(n: int, symbols: int = 2000, seed: int = 1) -> np.ndarray:
+    """Half NBBO, half orders over `symbols` symbols (the fields the split reads are real)."""
+    rng = np.random.default_rng(seed)
+    p = rng.integers(0, 256, (n, 56), dtype=np.uint8)
+    kinds = np.where(rng.random(n) < 0.5, NBBO_TYPE, ORDER_TYPE)
+    p[:, 0] = kinds
+    sym = rng.integers(0, symbols, n).astype(">i4").view(np.uint8).reshape(n, 4)
+    for kind, off in ((NBBO_TYPE, NBBO_FIELDS["symbol"]), (ORDER_TYPE, ORDER_FIELDS["symbol"])):
+        rows = kinds == kind
+        p[rows, off:off + 4] = sym[rows]
+    return p
+
+
+def time_log(p: np.ndarray, n_shards: int, commit: int, parent: Path) -> float:
+    """Seconds to append and commit `p` in commits of `commit` records, with shard files for `n_shards`."""
+    d = Path(tempfile.mkdtemp(prefix="ms-shard-split-", dir=parent))
+    try:
+        w = LogWriter(d, fsync=False)
+        shards = ShardFileWriter.open(w, n_shards, 0)
+        t0 = time.perf_counter()
+        for i in range(0, len(p), commit):
+            w.append(p[i:i + commit], 1)
+            w.commit()
+        t = time.perf_counter() - t0
+        w.close()
+        if shards is not None:
+            shards.close()
+        return t
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the cost per million events."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--commit", type=int, default=20_000, help="records per group commit")
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args(argv)
+    p = payloads(args.events)
+    per_m = 1e3 * 1e6 / args.events
+    parent = ROOT / ".state"
+    parent.mkdir(exist_ok=True)
+    base = min(time_log(p, 1, args.commit, parent) for _ in range(args.repeat))
+    print(f"log append + commit, 1 shard (no shard files): {base * per_m:7.1f} ms per 1M events")
+    for n in (2, 4):
+        t = min(time_log(p, n, args.commit, parent) for _ in range(args.repeat))
+        print(f"log append + commit, {n} shards:                  {t * per_m:7.1f} ms per 1M events "
+              f"(+{(t - base) * per_m:.1f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

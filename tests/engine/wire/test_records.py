@@ -1,0 +1,28 @@
+"""Symbols and shards of log records, as the tasks and the shard files compute them."""
+from __future__ import annotations
+
+import numpy as np
+
+from engine.wire.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE
+from engine.wire.records import PAYLOAD_OFFSET, record_symbols, shard_of
+
+
+def test_shard_of_is_the_low_32_bits_of_the_uint64_product():
+    sym = np.random.default_rng(3).integers(-2**31, 2**31, 100_000).astype(np.int32)
+    for n in (1, 2, 3, 4, 7, 64, 1000):
+        h = (sym.astype(np.uint64) * np.uint64(2654435761)) & np.uint64(0xFFFFFFFF)
+        assert np.array_equal(shard_of(sym, n), ((h >> np.uint64(16)) % np.uint64(n)).astype(np.int32))
+
+
+def test_record_symbols_reads_the_field_the_type_names_also_from_rows_apart():
+    rng = np.random.default_rng(4)
+    rec = rng.integers(0, 256, (1000, 64), dtype=np.uint8)
+    rec[:, PAYLOAD_OFFSET] = rng.choice([NBBO_TYPE, ORDER_TYPE, 0, 200], 1000)
+    at = {NBBO_TYPE: NBBO_FIELDS["symbol"], ORDER_TYPE: ORDER_FIELDS["symbol"]}
+    want = [int.from_bytes(r[PAYLOAD_OFFSET + at.get(int(r[PAYLOAD_OFFSET]), NBBO_FIELDS["symbol"]):][:4].tobytes(),
+                           "big", signed=True) for r in rec]
+    assert record_symbols(rec).tolist() == want
+    apart = np.zeros((1000, 72), np.uint8)              # a shard file's layout: seq, then the record
+    apart[:, 8:] = rec
+    assert record_symbols(apart[:, 8:]).tolist() == want
+    assert record_symbols(rec[:0]).tolist() == []
