@@ -59,6 +59,11 @@ class Config:
         return self.state_dir / "checkpoint"
 
     @property
+    def shard_state_dir(self) -> Path:
+        """Each shard's state snapshots (engine/spark/shard_state.py), with the checkpoint."""
+        return self.checkpoint_dir / "shard-state"
+
+    @property
     def deadletter_path(self) -> Path:
         return self.state_dir / "ingress" / "deadletter.jsonl"
 

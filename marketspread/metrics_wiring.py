@@ -144,12 +144,16 @@ class IngressMutedShare:
         return muted_share([s for s in self._samples if s.ts_ns >= horizon])
 
 
-def attach_listener(spark, run: str, writer, log_dir: Path):
-    """Add the metrics listener to a session (before the query starts); return it."""
+def attach_listener(spark, run: str, writer, log_dir: Path, state_folder: Path):
+    """Add the metrics listener to a session (before the query starts); return it.
+
+    `state_folder`: the job's shard state snapshots (the state size figures)."""
     from spark_listener import SparkMetricsListener  # lazy: pyspark; the ingress process imports this module
     from engine.spark.job import QUERY_NAME  # lazy: pyspark and pandas, as above
+    from engine.spark.shard_state import state_size  # lazy: with the job, as above
     listener = SparkMetricsListener(run, writer, QUERY_NAME, muted_share_fn=IngressMutedShare(log_dir),
-                                    latest_offset_fn=lambda: read_head(log_dir)).start()
+                                    latest_offset_fn=lambda: read_head(log_dir),
+                                    state_size_fn=lambda: state_size(state_folder)).start()
     spark.streams.addListener(listener)
     return listener
 

@@ -161,7 +161,7 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         session_built = time.time()
         warm_workers(spark)
         if writer is not None:
-            listener = attach_listener(spark, run_id, writer, rcfg.log_dir)
+            listener = attach_listener(spark, run_id, writer, rcfg.log_dir, rcfg.shard_state_dir)
         query = start_query(spark, rcfg, listener, consumed=ConsumedOffsetListener(str(rcfg.log_dir), None))
         query_started = time.time()
         ingested = feeder.result()

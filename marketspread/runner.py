@@ -91,7 +91,7 @@ def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
         run = run_id_for(cfg.state_dir)
         writer = open_writer(cfg.state_dir, "job", background=True)
         shipper = MetricsShipper(cfg.out_dir, run, writer, tasks=cfg.shards).start()
-        listener = attach_listener(spark, run, writer, cfg.log_dir)
+        listener = attach_listener(spark, run, writer, cfg.log_dir, cfg.shard_state_dir)
         alerts = start_evaluator(cfg.state_dir, writer)
     bytes_read = spark.sparkContext.accumulator(0)
     first_consumed = read_consumed(cfg.log_dir)

@@ -91,13 +91,16 @@ class SparkMetricsListener(JsonEventsListener):
 
     def __init__(self, run: str, writer, query_name: str | None = None, *,
                  max_pending: int = 10_000, window_s: float = WINDOW_S, muted_share_fn=None,
-                 latest_offset_fn=None):
+                 latest_offset_fn=None, state_size_fn=None):
         """`muted_share_fn(window_s)`, if given, returns the ingress' muted share over the
         last window (or None); it is called from the consumer thread, never the bus.
         `latest_offset_fn()`, if given, returns the source's latest offset (seq) for the
         backlog when Spark's progress carries none; it is called in the progress callback
-        (the ingress' `head` file: one 8-byte read), so the figure is the batch's own."""
+        (the ingress' `head` file: one 8-byte read), so the figure is the batch's own.
+        `state_size_fn()`, if given, returns (rows, bytes) of state the query keeps itself
+        (the job's shard snapshots), read in the progress callback likewise."""
         self.run = run
+        self.state_size_fn = state_size_fn
         self.latest_offset_fn = latest_offset_fn
         self._progress_hooks: list = []
         self.muted_share_fn = muted_share_fn
@@ -182,7 +185,7 @@ class SparkMetricsListener(JsonEventsListener):
                 self._names[rid] = p.name or str(p.id)
             for hook in self._progress_hooks:
                 hook(p)
-            rec = progress_record(self.run, p, self._prev_ts.get(rid), self.latest_offset_fn)
+            rec = progress_record(self.run, p, self._prev_ts.get(rid), self.latest_offset_fn, self.state_size_fn)
             self._prev_ts[rid] = rec.ts_ns
             self._put(rec)
         except Exception:

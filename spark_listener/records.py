@@ -111,10 +111,12 @@ def _source_figures(sources, latest_fn=None) -> tuple[int | None, int | None, in
     return events, backlog, end_seq
 
 
-def progress_record(run: str, p, prev_ts_ns: int | None, latest_fn=None) -> BatchProgress:
+def progress_record(run: str, p, prev_ts_ns: int | None, latest_fn=None, state_fn=None) -> BatchProgress:
     """Convert a StreamingQueryProgress (or look-alike) into a `BatchProgress`.
 
     `latest_fn()`: the source's latest offset (seq), for sources that do not report it.
+    `state_fn()`: (rows, bytes) of state a query keeps outside Spark's state store, for
+    queries whose progress has no state operators (or None).
     """
     ts_ns = parse_timestamp_ns(p.timestamp)
     durations = {str(k): int(v) for k, v in dict(p.durationMs or {}).items()}
@@ -122,6 +124,10 @@ def progress_record(run: str, p, prev_ts_ns: int | None, latest_fn=None) -> Batc
     batch_ms = int(batch_ms if batch_ms is not None else durations.get("triggerExecution", 0))
     events, backlog, end_seq = _source_figures(p.sources, latest_fn)
     ops = list(p.stateOperators or ())
+    state_rows = sum(int(o.numRowsTotal) for o in ops) if ops else None
+    state_bytes = sum(int(o.memoryUsedBytes) for o in ops) if ops else None
+    if not ops and state_fn is not None and (own := state_fn()) is not None:
+        state_rows, state_bytes = own
     gap_s = (ts_ns - prev_ts_ns) / 1e9 if prev_ts_ns is not None else 0.0
     return BatchProgress(
         run=run, query=p.name or str(p.id), query_id=str(p.id), run_id=str(p.runId),
@@ -129,6 +135,5 @@ def progress_record(run: str, p, prev_ts_ns: int | None, latest_fn=None) -> Batc
         input_events_per_s=events / gap_s if events is not None and gap_s > 0 else None,
         processed_events_per_s=events * 1000.0 / batch_ms if events is not None and batch_ms > 0 else None,
         durations_ms=durations,
-        state_rows=sum(int(o.numRowsTotal) for o in ops) if ops else None,
-        state_memory_bytes=sum(int(o.memoryUsedBytes) for o in ops) if ops else None,
+        state_rows=state_rows, state_memory_bytes=state_bytes,
         backlog=backlog, end_seq=end_seq, input_blocks=int(p.numInputRows or 0))

@@ -58,6 +58,14 @@ def settle_shards(cfg: Config, explicit: bool) -> Config:
     return replace(cfg, shards=fixed)
 
 
+def committed_batches(checkpoint_dir: str | os.PathLike) -> list[int]:
+    """Ids of the batches the checkpoint's commit log holds (empty for a fresh checkpoint)."""
+    try:
+        return sorted(int(n) for n in os.listdir(Path(checkpoint_dir) / "commits") if n.isdigit())
+    except FileNotFoundError:
+        return []
+
+
 def committed_end_offset(checkpoint_dir: str | os.PathLike) -> int | None:
     """The ingress log offset the newest committed batch ended at, None if unknown.
 

@@ -81,6 +81,23 @@ def test_progress_record_reads_pysparks_own_progress_objects():
     assert (r.events, r.backlog, r.state_rows, r.state_memory_bytes, r.batch_ms) == (100, 40, 2, 4096, 250)
 
 
+def test_state_kept_outside_spark_is_reported_from_the_jobs_own_figure():
+    """The job keeps its state in its own snapshots: its progress has no state operators."""
+    from pyspark.sql.streaming.listener import QueryProgressEvent
+    src = {"description": "PythonMicroBatchStream", "startOffset": {"seq": 0}, "endOffset": {"seq": 10},
+           "latestOffset": {"seq": 10},
+           "numInputRows": 1, "inputRowsPerSecond": 1.0, "processedRowsPerSecond": 1.0}
+    ev = QueryProgressEvent.fromJson({"progress": {
+        "id": str(QID), "runId": str(RID), "name": "market-spread", "timestamp": T0, "batchId": 1,
+        "batchDuration": 50, "durationMs": {"triggerExecution": 50}, "stateOperators": [], "sources": [src],
+        "sink": {"description": "sink", "numOutputRows": 0}, "numInputRows": 1}})
+    r = progress_record("r1", ev.progress, None, state_fn=lambda: (2000, 42_014))
+    assert (r.state_rows, r.state_memory_bytes) == (2000, 42_014)
+    assert progress_record("r1", ev.progress, None, state_fn=lambda: None).state_rows is None
+    assert progress_record("r1", _progress(3, 2.0, 1000, 6000, 9000).progress, None,
+                           state_fn=lambda: (1, 1)).state_rows == 3       # Spark's figure when it has one
+
+
 def test_events_become_runs_progress_and_backpressure_points():
     w = MemoryWriter()
     lst = SparkMetricsListener("r1", w, "market-spread").start()

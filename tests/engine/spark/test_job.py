@@ -121,7 +121,7 @@ def _start_job(state: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYSPARK_PYTHON=sys.executable)
     return subprocess.Popen(
         [sys.executable, "-m", "marketspread", "job", "--state-dir", str(state), "--master", "local[2]",
-         "--max-rows-per-batch", "5000"],
+         "--max-rows-per-batch", "1000"],
         cwd=ROOT, env=env, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=open(state / "job.log", "ab"))
 
