@@ -19,7 +19,7 @@ Verdict (after the warm-up; the window is cut in thirds and the last compared wi
 first): memory flat (median RSS of the last third within 15 % + 64 MiB of the first;
 for the JVM, the median live heap), open files and threads not growing (medians of the
 last third within a small slack of the first's), state rows bounded (never above the
-shard count: one row per shard holds that shard's symbols) and state memory flat. Writes bench/results/soak-<UTC>.json and
+symbol count: the shards' snapshots hold one entry per symbol) and state memory flat. Writes bench/results/soak-<UTC>.json and
 prints the verdict; exit 1 only if the run broke, never on a figure.
 """
 from __future__ import annotations
@@ -151,9 +151,10 @@ def jvm_live_heap(pid: int) -> int | None:
 
 
 def state_on_disk(checkpoint: Path) -> tuple[int, int]:
-    """Files and bytes under the checkpoint's state folder."""
+    """Files and bytes under the checkpoint's shard state folder (engine/spark/shard_state.py)."""
     sizes = []
-    for p in (checkpoint / "state").rglob("*") if (checkpoint / "state").is_dir() else ():
+    folder = checkpoint / "shard-state"
+    for p in folder.rglob("*") if folder.is_dir() else ():
         try:
             if p.is_file():
                 sizes.append(p.stat().st_size)
@@ -197,7 +198,7 @@ def _thirds(values: list[float]) -> tuple[list[float], list[float]]:
     return values[:k], values[-k:]
 
 
-def verdict(samples: list[SoakSample], warmup: float, shards: int, tol: Tolerance = Tolerance()) -> dict:
+def verdict(samples: list[SoakSample], warmup: float, symbols: int, tol: Tolerance = Tolerance()) -> dict:
     """Judge the samples after the warm-up: per group and for the state, flat or growing, and why."""
     win = [s for s in samples if s.t >= warmup]
     checks: dict[str, dict] = {}
@@ -238,7 +239,7 @@ def verdict(samples: list[SoakSample], warmup: float, shards: int, tol: Toleranc
         checks[name]["ok"] = checks[name]["rss_flat"] and checks[name]["fds_flat"] and checks[name]["threads_flat"]
     rows = [s.state_rows for s in win if s.state_rows is not None]
     mem = [s.state_memory_bytes for s in win if s.state_memory_bytes is not None]
-    st = {"rows_max": max(rows) if rows else None, "rows_bounded": bool(rows) and max(rows) <= shards}
+    st = {"rows_max": max(rows) if rows else None, "rows_bounded": bool(rows) and max(rows) <= symbols}
     if len(mem) >= 6:
         fm, lm = _thirds(mem)
         st.update(memory_first=int(np.median(fm)), memory_last=int(np.median(lm)),
@@ -332,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds between full GCs of the job's JVM to read its live heap (30; 0: never)")
     p.add_argument("--master", default="local[*]")
     p.add_argument("--shards", type=int, default=e2e.Config().shards)
+    p.add_argument("--symbols", type=int, default=350, help="symbols of the generated input (350)")
     p.add_argument("--state-dir", type=Path, help="default: a temporary folder, removed afterwards")
     args = p.parse_args(argv)
     temp = args.state_dir is None
@@ -339,14 +341,14 @@ def main(argv: list[str] | None = None) -> int:
     machine, git = e2e.machine_info(), e2e.git_info()
     try:
         samples = run_soak(state_dir, args.duration, args.rate, args.every, args.shards, args.master,
-                           gc_every=args.gc_every or None)
+                           symbols=args.symbols, gc_every=args.gc_every or None)
     except (RuntimeError, TimeoutError) as e:
         print(f"soak: the run broke: {e}", file=sys.stderr)
         return 1
     finally:
         if temp:
             shutil.rmtree(state_dir, ignore_errors=True)
-    v = verdict(samples, args.warmup, args.shards)
+    v = verdict(samples, args.warmup, args.symbols)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     e2e.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     path = e2e.RESULTS_DIR / "soak.json"

@@ -26,11 +26,11 @@ def test_verdict_flags_growth_and_passes_flat_series():
         return [soak.SoakSample(float(t), t, t, {"ingress": soak.GroupSample(1, (100 << 20) + rss_growth * t,
                                                                              10 + fd_growth * t // 10, 5)},
                                 rows, 4096, 3, 100) for t in range(0, 60, 2)]
-    assert soak.verdict(run(0, 0, 2), 0, shards=2)["ok"]
-    grown = soak.verdict(run(8 << 20, 0, 2), 0, shards=2)
+    assert soak.verdict(run(0, 0, 2), 0, symbols=2)["ok"]
+    grown = soak.verdict(run(8 << 20, 0, 2), 0, symbols=2)
     assert not grown["ok"] and not grown["checks"]["ingress"]["rss_flat"]
-    assert not soak.verdict(run(0, 10, 2), 0, shards=2)["checks"]["ingress"]["fds_flat"]
-    assert not soak.verdict(run(0, 0, 3), 0, shards=2)["checks"]["state"]["rows_bounded"]
+    assert not soak.verdict(run(0, 10, 2), 0, symbols=2)["checks"]["ingress"]["fds_flat"]
+    assert not soak.verdict(run(0, 0, 3), 0, symbols=2)["checks"]["state"]["rows_bounded"]
 
 
 def test_the_jvm_is_judged_by_its_live_heap_not_its_rss():
@@ -38,9 +38,9 @@ def test_the_jvm_is_judged_by_its_live_heap_not_its_rss():
     def run(live_growth: int) -> list[soak.SoakSample]:
         return [soak.SoakSample(float(t), t, t, {"job-jvm": soak.GroupSample(1, (500 << 20) + (20 << 20) * t, 300, 300)},
                                 2, 4096, 3, 100, (80 << 20) + live_growth * t) for t in range(0, 60, 2)]
-    flat = soak.verdict(run(0), 0, shards=2)["checks"]["job-jvm"]
+    flat = soak.verdict(run(0), 0, symbols=2)["checks"]["job-jvm"]
     assert flat["ok"] and flat["judged_by"] == "live heap after a full GC" and flat["live_heap_last_mib"] == 80
-    assert not soak.verdict(run(8 << 20), 0, shards=2)["checks"]["job-jvm"]["rss_flat"]
+    assert not soak.verdict(run(8 << 20), 0, symbols=2)["checks"]["job-jvm"]["rss_flat"]
 
 
 def test_jstat_live_set():
@@ -55,7 +55,7 @@ def test_jstat_live_set():
 def test_short_soak_memory_files_threads_and_state_stay_flat(tmp_path):
     samples = soak.run_soak(tmp_path, DURATION, rate=10_000, every=EVERY, shards=2, master="local[2]",
                             env={"PYTHONPATH": str(ROOT)}, progress=False, gc_every=15.0)
-    v = soak.verdict(samples, WARMUP, shards=2, tol=LOOSE)
+    v = soak.verdict(samples, WARMUP, symbols=350, tol=LOOSE)
     print("\n" + soak.format_verdict(v))
     groups = v["checks"].keys()
     assert {"ingress", "job-driver", "job-jvm", "send-nbbo", "send-orders", "state"} <= set(groups)
