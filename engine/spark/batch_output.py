@@ -33,7 +33,8 @@ def _write_durable(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a folder's entries (a new or renamed file's name) survive a power cut."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -45,7 +46,7 @@ def _shard_dir(out_dir: str | os.PathLike, batch: int) -> Path:
     d = batch_dir(out_dir, batch)
     try:
         d.mkdir(parents=True)
-        _fsync_dir(d.parent)             # the new folder's name must survive a power cut
+        fsync_dir(d.parent)             # the new folder's name must survive a power cut
     except FileExistsError:
         pass                             # the other shard's task, or a rerun of the batch
     return d
@@ -59,7 +60,7 @@ def write_shard_results(out_dir: str | os.PathLike, batch: int, shard: int, fram
     d = _shard_dir(out_dir, batch)
     _write_durable(d / f"{shard}.seq", seqs)
     _write_durable(d / f"{shard}.bin", frames)
-    _fsync_dir(d)
+    fsync_dir(d)
 
 
 def write_shard_metrics(out_dir: str | os.PathLike, batch: int, shard: int, samples: bytes,

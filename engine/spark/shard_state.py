@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from engine.rule import ShardState
+from engine.spark.batch_output import fsync_dir
 
 _MAGIC = b"MSST1\n"
 _HEAD = struct.Struct("<6sQ")         # magic, symbols
@@ -25,14 +26,6 @@ _CACHE: dict[tuple[str, int], tuple[int, ShardState]] = {}   # (folder, shard) -
 
 class MissingState(RuntimeError):
     """The snapshot a batch needs is not there (a checkpoint of another version, or damaged)."""
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _path(folder: str, shard: int, batch: int) -> Path:
@@ -66,7 +59,7 @@ def start_fresh(folder: str) -> None:
     """Mark `folder` as the state of a query that starts with no committed batch (driver side)."""
     Path(folder).mkdir(parents=True, exist_ok=True)
     (Path(folder) / GENESIS).touch()
-    _fsync_dir(Path(folder))
+    fsync_dir(Path(folder))
 
 
 def _snapshots(folder: str, shard: int) -> list[int]:
@@ -120,7 +113,7 @@ def save(folder: str, shard: int, batch: int, state: ShardState, retain: int) ->
         f.flush()
         os.fsync(f.fileno())
     tmp.replace(path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     _CACHE[(folder, shard)] = (batch, state)
     if first:
         sweep(folder, shard, batch, retain)

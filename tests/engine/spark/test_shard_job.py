@@ -41,6 +41,16 @@ def data(tmp_path_factory) -> tuple[Path, Path]:
     return nbbo, orders
 
 
+def _wait_committed(cfg, query, timeout: float = 300) -> None:
+    """Wait until the query has committed the whole log, failing on its error or the timeout."""
+    head = read_head(cfg.log_dir)
+    deadline = time.monotonic() + timeout
+    while read_consumed(cfg.log_dir) < head:
+        assert query.exception() is None, query.exception()
+        assert time.monotonic() < deadline, f"committed {read_consumed(cfg.log_dir)} of {head}"
+        time.sleep(0.05)
+
+
 def _send(port: int, path: Path) -> None:
     with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
         s.sendall(path.read_bytes())
@@ -59,12 +69,7 @@ def _run(spark, state: Path, data: tuple[Path, Path], job_shards: int, ingress_s
     try:
         _send(server.ports["nbbo"], data[0])          # quotes first, as replay does
         _send(server.ports["orders"], data[1])
-        head = read_head(cfg.log_dir)
-        deadline = time.monotonic() + 300
-        while read_consumed(cfg.log_dir) < head:
-            assert query.exception() is None, query.exception()
-            assert time.monotonic() < deadline, f"committed {read_consumed(cfg.log_dir)} of {head}"
-            time.sleep(0.05)
+        _wait_committed(cfg, query)
     finally:
         stop_query(spark, query)
         server.stop()
@@ -105,12 +110,7 @@ def test_an_ingress_restart_mid_run_rebuilds_the_shard_files_and_the_job_stays_e
                 _send(server.ports[stream], path)
             finally:
                 server.stop()
-        head = read_head(cfg.log_dir)
-        deadline = time.monotonic() + 300
-        while read_consumed(cfg.log_dir) < head:
-            assert query.exception() is None, query.exception()
-            assert time.monotonic() < deadline, f"committed {read_consumed(cfg.log_dir)} of {head}"
-            time.sleep(0.05)
+        _wait_committed(cfg, query)
     finally:
         stop_query(spark, query)
     ex = check_exact(tmp_path)
