@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+
 import numpy as np
 from pyspark import TaskContext
 
