@@ -9,9 +9,10 @@ end-to-end latency within 5 %.
 
 One real InfluxDB server runs for the whole benchmark; its URL is in `MS_INFLUX_URL` of
 every process. Each pair runs e2e.py's whole path twice, metrics off (`--no-metrics` on
-the ingress and the job) then on, each time with a fresh state dir, fresh processes and
+the ingress and the job) and on, each time with a fresh state dir, fresh processes and
 the same generated input; pairs run throughput then latency, so on and off of a pair are
-neighbours in time. Every run is checked for exactness (e2e.py's check) and for its
+neighbours in time. Odd pairs run off first, even pairs on first (ABBA): with the off arm
+always first, a drift within each pair counted against the metrics. Every run is checked for exactness (e2e.py's check) and for its
 metrics: a metrics-on run must leave in InfluxDB, under its run id, a `count` per step
 equal to the events it handled; a metrics-off run must leave nothing. Figures are
 printed and written to `bench/results/`; no figure ever fails the benchmark (exit 0),
@@ -43,7 +44,7 @@ from collector.influx.server import InfluxServer  # noqa: E402
 from collector.samples import STEP_CHECK, STEP_E2E, STEP_INGRESS, STEP_SINK, STEP_SOURCE  # noqa: E402
 from perf.sysinfo import cpu_percent, session_usage  # noqa: E402
 
-ARMS = ("off", "on")                  # run order within a pair
+ARMS = ("off", "on")                  # run order within odd pairs (even pairs: reversed)
 OFF_ARGS = ("--no-metrics",)          # on the ingress's and the job's command lines
 THROUGHPUT_MIN_RATIO = 0.98           # the requirement, reported (never enforced)
 P99_MAX_RATIO = 1.05                  # "within 5 %": metrics may add at most 5 % to p99
@@ -166,6 +167,11 @@ def run_commit_rate(run_dir: Path, res: e2e.ModeResult) -> float:
     ends = e2e.batch_end_offsets(run_dir)
     start_ns = next(s for s in res.samples if s.t >= res.config.warmup - 1e-6).wall_ns
     return commit_rate(ids, commit_ns, ends, start_ns, res.samples[-1].wall_ns)
+
+
+def arm_order(pair: int) -> tuple[str, ...]:
+    """The arms of a pair in run order: off first in odd pairs, on first in even ones."""
+    return ARMS if pair % 2 else ARMS[::-1]
 
 
 def cpu_per_million(r: ArmRun) -> float:
@@ -357,7 +363,7 @@ def write_json(runs: list[ArmRun], modes: list[str], args: argparse.Namespace, m
                          "verdicts": [asdict(v) for v in verdicts(mode, comps)]}
     doc = {"benchmark": "metrics-overhead", "utc": stamp, "command": shlex.join([sys.executable, *argv]),
            "git": git, "machine": dict(machine, loadavg_at_end=list(os.getloadavg())),
-           "settings": {"modes": modes, "pairs": args.pairs, "arms_order": list(ARMS),
+           "settings": {"modes": modes, "pairs": args.pairs, "arms_order": "off, on in odd pairs; on, off in even pairs",
                         "off_args": list(OFF_ARGS), "throughput_min_ratio": THROUGHPUT_MIN_RATIO,
                         "p99_max_ratio": P99_MAX_RATIO},
            "influxdb": influx, "complete": error is None, "error": error,
@@ -445,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         total = args.pairs * len(cfgs) * len(ARMS)
         for pair in range(1, args.pairs + 1):
             for cfg in cfgs:
-                for arm in ARMS:
+                for arm in arm_order(pair):
                     print(f"\nmetrics_overhead: run {len(runs) + 1} of {total}: {cfg.mode}, pair {pair}, "
                           f"metrics {arm}", flush=True)
                     runs.append(run_arm(cfg, pair, arm, files, state_dir, client, args.keep, status.pid))
