@@ -29,6 +29,21 @@ def _pyspark_file(env_extra: dict[str, str]) -> str:
     return r.stdout.strip()
 
 
+def _cmdline(p: psutil.Process) -> list[str]:
+    """A process's command line; [] for one that ended meanwhile (a JVM child not yet reaped)."""
+    try:
+        return p.cmdline()
+    except psutil.Error:
+        return []
+
+
+def _maps(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return ""
+
+
 def test_spark_started_python_imports_the_installed_pyspark():
     """Spark puts pyspark.zip first on its Python processes' path; the venv's .pth (setup) undoes that."""
     assert ZIPS, "PySpark's zipped libraries not found"
@@ -70,9 +85,9 @@ def test_warm_up_leaves_a_python_worker_with_the_job_imported(spark):
     assert not thread.is_alive()
     jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     daemons = [p for p in psutil.Process(jvm_pid).children()
-               if "pyspark.daemon" in " ".join(p.cmdline()) and p.cmdline()[-1] == "pyspark.worker"]
+               if "pyspark.daemon" in " ".join(_cmdline(p)) and _cmdline(p)[-1:] == ["pyspark.worker"]]
     assert daemons, "no pyspark.worker daemon started"
     workers = [w for d in daemons for w in d.children()]
     assert workers, "the daemon keeps no idle worker (spark.python.worker.reuse)"
-    maps = "".join(Path(f"/proc/{w.pid}/maps").read_text() for w in workers)
+    maps = "".join(_maps(w.pid) for w in workers)
     assert "pyarrow" in maps                 # the worker loaded Arrow: the first batch will not
