@@ -26,7 +26,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -42,6 +41,7 @@ from engine.ingress.log import read_consumed, read_head  # noqa: E402
 from engine.ingress.stats import read_stats  # noqa: E402
 from engine.output.results import read_committed  # noqa: E402
 from engine.tools.generate import generate  # noqa: E402
+from engine.tools.sender import send_acknowledged  # noqa: E402
 from perf.fleet import Fleet, log_tail, wait_until  # noqa: E402
 from spark_cluster import job_bytes_read, start_cluster  # noqa: E402
 
@@ -72,12 +72,7 @@ class ShardRun:
 
 
 def _send(port: int, path: Path) -> None:
-    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
-        s.sendall(path.read_bytes())
-        s.shutdown(socket.SHUT_WR)
-        s.settimeout(600)
-        while s.recv(4096):          # the ingress closes once all of it is durable
-            pass
+    send_acknowledged("127.0.0.1", port, path.read_bytes())
 
 
 def run_shards(n: int, url: str, data: tuple[Path, Path], run_dir: Path, max_rows: int,

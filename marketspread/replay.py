@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import socket
 import threading
 import time
 import uuid
@@ -26,6 +25,7 @@ from engine.ingress.server import IngressServer
 from engine.output.metrics_shipper import MetricsShipper
 from engine.output.results import read_committed
 from engine.spark.session import build_session
+from engine.tools.sender import send_acknowledged
 from engine.wire.fixish import STREAM_NBBO, STREAM_ORDERS
 from marketspread.metrics_wiring import IngressMetrics, attach_listener, detach_listener, open_writer
 from marketspread.replay_timing import ReplayMoments, ReplayTiming, batch_spans, replay_timing
@@ -50,18 +50,6 @@ class ReplayReport:
     out: Path
     metrics: object | None = None      # collector.influx.WriterStats when metrics were shipped
     timing: ReplayTiming | None = None # where the wall time went (replay_timing.py)
-
-
-def _send_file(host: str, port: int, path: Path) -> int:
-    data = Path(path).read_bytes()
-    with socket.create_connection((host, port)) as s:
-        s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
-        # Wait for the server to close its side: it has read everything we sent.
-        s.settimeout(600)
-        while s.recv(4096):
-            pass
-    return len(data)
 
 
 def _wait_ingested(server, stream: str, nbytes: int, timeout: float) -> None:
@@ -92,7 +80,7 @@ class _Feeder(threading.Thread):
     def run(self) -> None:
         try:
             for stream, files in self.streams:
-                sent = sum(_send_file(self.host, self.server.ports[stream], f) for f in files)
+                sent = sum(send_acknowledged(self.host, self.server.ports[stream], Path(f).read_bytes()) for f in files)
                 _wait_ingested(self.server, stream, sent, self.timeout)
             self.done_at = time.time()
         except BaseException as e:        # handed to the replay's thread by result()

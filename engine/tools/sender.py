@@ -195,6 +195,21 @@ class _Sender:
             self.last_report, self.last_sent = now, self.sent
 
 
+def send_acknowledged(host: str, port: int, data: bytes, timeout: float = 600.0) -> int:
+    """Send `data` on one connection, half-close, and wait until the ingress closes its side.
+
+    The ingress closes a connection once everything it read is durable in the log, so
+    the return (the bytes sent) means the whole input is logged.
+    """
+    with socket.create_connection((host, port), timeout=60) as s:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(timeout)
+        while s.recv(4096):
+            pass
+    return len(data)
+
+
 def send_files(host: str, port: int, files: list[Path], rate: float | None = None,
                batch_size: int | None = None, interval: float | None = None, loop: bool = False,
                duration: float | None = None, max_messages: int | None = None, progress: bool = True,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 from engine.wire.fixish import read_results
 from engine.output.results import read_committed, result_tuples
 from engine.tools.generate import generate
+from engine.tools.sender import send_acknowledged
 
 from .harness import (ROOT, check_exact, drain, fleet_for, is_loopback, listening_sockets, log_tail,
                       start_ingress, start_job, stop_gracefully)
@@ -41,12 +41,7 @@ def _java() -> str:
 
 
 def _send_acknowledged(port: int, path: Path) -> None:
-    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
-        s.sendall(path.read_bytes())
-        s.shutdown(socket.SHUT_WR)
-        s.settimeout(120)
-        while s.recv(4096):
-            pass
+    send_acknowledged("127.0.0.1", port, path.read_bytes(), timeout=120)
 
 
 @pytest.fixture

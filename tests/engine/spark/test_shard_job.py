@@ -5,7 +5,6 @@ the query runs; the tasks' byte counter is the job's own accumulator (`start_que
 """
 from __future__ import annotations
 
-import socket
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,6 +16,7 @@ from engine.ingress.log import read_consumed, read_head
 from engine.ingress.server import IngressServer
 from engine.spark.job import start_query, stop_query
 from engine.tools.generate import generate
+from engine.tools.sender import send_acknowledged
 from marketspread.progress import ConsumedOffsetListener
 from tests.reliability.harness import check_exact
 
@@ -52,12 +52,7 @@ def _wait_committed(cfg, query, timeout: float = 300) -> None:
 
 
 def _send(port: int, path: Path) -> None:
-    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
-        s.sendall(path.read_bytes())
-        s.shutdown(socket.SHUT_WR)
-        s.settimeout(120)
-        while s.recv(4096):          # the ingress closes once all of it is durable
-            pass
+    send_acknowledged("127.0.0.1", port, path.read_bytes(), timeout=120)
 
 
 def _run(spark, state: Path, data: tuple[Path, Path], job_shards: int, ingress_shards: int) -> Run:
