@@ -6,11 +6,14 @@ Times `LogWriter.append` + `commit` (fsync off: the CPU, not the disk) of genera
 NBBO/order payloads in commits of `--commit` records, with the shard files of
 engine/ingress/shard_files.py following the log for 2 and 4 shards and none for 1, in a
 temp folder beside the checkout (the state folder's file system, not a tmpfs). Best of
-`--repeat`; prints ms per million events.
+`--repeat`; prints ms per million events and writes them to
+`bench/results/shard-split-<UTC time>.json`.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
 import sys
 import tempfile
@@ -21,23 +24,17 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from engine.ingress.log import LogWriter  # noqa: E402
 from engine.ingress.shard_files import ShardFileWriter  # noqa: E402
-from engine.wire.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE  # noqa: E402
+import e2e  # noqa: E402
+from engine.tools.generate import random_payloads  # noqa: E402
 
 
 def payloads(n: int, symbols: int = 2000, seed: int = 1) -> np.ndarray:
-    """Half NBBO, half orders over `symbols` symbols (the fields the split reads are real)."""
-    rng = np.random.default_rng(seed)
-    p = rng.integers(0, 256, (n, 56), dtype=np.uint8)
-    kinds = np.where(rng.random(n) < 0.5, NBBO_TYPE, ORDER_TYPE)
-    p[:, 0] = kinds
-    sym = rng.integers(0, symbols, n).astype(">i4").view(np.uint8).reshape(n, 4)
-    for kind, off in ((NBBO_TYPE, NBBO_FIELDS["symbol"]), (ORDER_TYPE, ORDER_FIELDS["symbol"])):
-        rows = kinds == kind
-        p[rows, off:off + 4] = sym[rows]
-    return p
+    """NBBO and orders over `symbols` symbols (the fields the split reads are real)."""
+    return random_payloads(n, symbols, seed)
 
 
 def time_log(p: np.ndarray, n_shards: int, commit: int, parent: Path) -> float:
@@ -65,17 +62,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--commit", type=int, default=20_000, help="records per group commit")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--out", type=Path, help="JSON file (default bench/results/shard-split-<UTC time>.json)")
     args = ap.parse_args(argv)
+    machine, git = e2e.machine_info(), e2e.git_info()
     p = payloads(args.events)
     per_m = 1e3 * 1e6 / args.events
     parent = ROOT / ".state"
     parent.mkdir(exist_ok=True)
     base = min(time_log(p, 1, args.commit, parent) for _ in range(args.repeat))
     print(f"log append + commit, 1 shard (no shard files): {base * per_m:7.1f} ms per 1M events")
+    ms_per_million = {1: round(base * per_m, 2)}
     for n in (2, 4):
         t = min(time_log(p, n, args.commit, parent) for _ in range(args.repeat))
+        ms_per_million[n] = round(t * per_m, 2)
         print(f"log append + commit, {n} shards:                  {t * per_m:7.1f} ms per 1M events "
               f"(+{(t - base) * per_m:.1f})")
+    out = args.out or e2e.RESULTS_DIR / f"shard-split-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    out.write_text(json.dumps({
+        "benchmark": "shard-split", "command": [sys.executable, *sys.argv],
+        "settings": {"events": args.events, "commit": args.commit, "repeat": args.repeat},
+        "machine": dict(machine, loadavg_at_end=list(os.getloadavg())), "git": git,
+        "ms_per_million_events": ms_per_million}, indent=1))
+    print(f"-> {out}")
     return 0
 
 

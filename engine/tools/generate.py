@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.wire.fixish import NBBO_LEN, NBBO_TYPE, ORDER_LEN, ORDER_TYPE, OrderResult, encode_result, pad_symbol
+from engine.wire.fixish import NBBO_FIELDS, NBBO_LEN, NBBO_TYPE, ORDER_FIELDS, ORDER_LEN, ORDER_TYPE, OrderResult, encode_result, pad_symbol
 
 NBBO_FRAME = np.dtype([("len", ">u4"), ("type", "u1"), ("symbol", "S4"), ("time", "S21"),
                        ("bid", ">f8"), ("offer", ">f8")])
@@ -284,3 +284,20 @@ def run(args: argparse.Namespace) -> int:
     print(f"generate: {rep.nbbo:,} NBBO -> {args.out_nbbo}, {rep.orders:,} orders -> {args.out_orders}; "
           f"{len(rep.wide_symbols)} of {rep.symbols} symbols wide", file=sys.stderr)
     return 0
+
+
+def random_payloads(n: int, symbols: int, seed: int, kinds=(NBBO_TYPE, ORDER_TYPE)) -> np.ndarray:
+    """`n` 56-byte log payloads of random bytes with a type from `kinds` and a real symbol field.
+
+    For tests and benchmarks of what reads only a record's type and symbol (the shard
+    split): the other fields are noise. A type outside NBBO/order leaves the bytes as they are.
+    """
+    rng = np.random.default_rng(seed)
+    p = rng.integers(0, 256, (n, 56), dtype=np.uint8)
+    kind = rng.choice(np.asarray(kinds, dtype=np.uint8), n)
+    p[:, 0] = kind
+    sym = rng.integers(0, symbols, n).astype(">i4").view(np.uint8).reshape(n, 4)
+    for k, off in ((NBBO_TYPE, NBBO_FIELDS["symbol"]), (ORDER_TYPE, ORDER_FIELDS["symbol"])):
+        rows = kind == k
+        p[rows, off:off + 4] = sym[rows]
+    return p

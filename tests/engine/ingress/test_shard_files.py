@@ -15,7 +15,8 @@ from engine.ingress.log import LogReader, LogWriter, read_head, write_consumed
 from engine.ingress.shard_files import (COVERED, SHARD_RECORD_BYTES, ShardFileWriter, delete_shard_segments,
                                         read_shard, split_records)
 from engine.storage.retention_worker import RetentionWorker
-from engine.wire.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE
+from engine.tools.generate import random_payloads
+from engine.wire.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_TYPE
 from engine.wire.records import PAYLOAD_OFFSET, record_symbols, shard_rows
 from tests.tmpfs import fill, mounted_tmpfs
 
@@ -24,15 +25,7 @@ SPAN = 1000                     # records per log segment (and shard segment spa
 
 def _payloads(n: int, seed: int, symbols: int = 50, bad_types: bool = False) -> np.ndarray:
     """NBBO and order payloads (56 bytes, as the log stores them) over `symbols` symbols."""
-    rng = np.random.default_rng(seed)
-    p = rng.integers(0, 256, (n, 56), dtype=np.uint8)
-    kinds = rng.choice([NBBO_TYPE, ORDER_TYPE, 0, 9, 255] if bad_types else [NBBO_TYPE, ORDER_TYPE], n)
-    p[:, 0] = kinds
-    sym = rng.integers(0, symbols, n).astype(">i4").view(np.uint8).reshape(n, 4)
-    for kind, off in ((NBBO_TYPE, NBBO_FIELDS["symbol"]), (ORDER_TYPE, ORDER_FIELDS["symbol"])):
-        rows = kinds == kind
-        p[rows, off:off + 4] = sym[rows]
-    return p
+    return random_payloads(n, symbols, seed, (NBBO_TYPE, ORDER_TYPE, 0, 9, 255) if bad_types else (NBBO_TYPE, ORDER_TYPE))
 
 
 def _log(log_dir: Path, n_shards: int, chunks: list[np.ndarray], consumed: int = 0):
