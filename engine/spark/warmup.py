@@ -8,9 +8,12 @@ JVM's Arrow runner classes loaded.
 """
 from __future__ import annotations
 
+import logging
 import threading
 
 import engine.spark.job  # noqa: F401  (imported here so a worker unpickling `_touch` imports it)
+
+log = logging.getLogger(__name__)
 
 
 def _touch(batches):
@@ -25,8 +28,8 @@ def warm_workers(spark) -> threading.Thread:
     def run() -> None:
         try:
             spark.range(1).selectExpr("CAST(id AS INT) AS shard").mapInArrow(_touch, "shard int").collect()
-        except Exception:                 # a warm-up is an optimisation: never the replay's failure
-            pass
+        except Exception as e:            # a warm-up is an optimisation: never the replay's failure
+            log.info("warm-up job failed (the first batch starts its own worker): %s", e)
 
     thread = threading.Thread(target=run, name="spark-warmup", daemon=True)
     thread.start()
