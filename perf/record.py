@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from collector.influx import Point
+from collector.query.bench_runs import BenchStep
 
 from perf.sysinfo import MachineInfo, ProcessSample
 
@@ -24,16 +25,9 @@ SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
-class StepLatency:
-    """Latency of one step over the measurement window, from the job's merged histograms."""
-    step: str
-    count: int
-    p50_ns: int
-    p90_ns: int
-    p95_ns: int
-    p99_ns: int
-    p999_ns: int
-    max_ns: int
+class StepLatency(BenchStep):
+    """Latency of one step over the measurement window, from the job's merged histograms:
+    what the compare page reads back (`BenchStep`), and the mean."""
     mean_ns: float
 
 
