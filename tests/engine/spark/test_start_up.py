@@ -78,16 +78,20 @@ def test_the_session_maps_the_archive_setup_made(spark):
     assert f"-XX:SharedArchiveFile={jvm_archive.archive_path()}" in args
 
 
-def test_warm_up_leaves_a_python_worker_with_the_job_imported(spark):
-    """After the warm-up job, the JVM's worker daemon has a worker that imported the job's modules."""
-    thread = warm_workers(spark)
-    thread.join(120)
-    assert not thread.is_alive()
+def test_warm_up_leaves_a_python_worker_with_the_job_imported_and_the_planner_up(spark):
+    """After the warm-ups, the JVM has a worker that imported the job's modules and a read planner."""
+    threads = warm_workers(spark)
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads)
     jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-    daemons = [p for p in psutil.Process(jvm_pid).children()
+    children = psutil.Process(jvm_pid).children()
+    daemons = [p for p in children
                if "pyspark.daemon" in " ".join(_cmdline(p)) and _cmdline(p)[-1:] == ["pyspark.worker"]]
     assert daemons, "no pyspark.worker daemon started"
     workers = [w for d in daemons for w in d.children()]
     assert workers, "the daemon keeps no idle worker (spark.python.worker.reuse)"
     maps = "".join(_maps(w.pid) for w in workers)
     assert "pyarrow" in maps                 # the worker loaded Arrow: the first batch will not
+    planners = [p for p in children if _cmdline(p)[-1:] == ["pyspark.sql.worker.plan_data_source_read"]]
+    assert planners, "the read-planning daemon was not started"
