@@ -40,6 +40,12 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
         "spark.ui.showConsoleProgress": "false",
         "spark.python.worker.reuse": "true",
         "spark.sql.adaptive.enabled": "false",
+        # No generated code: the job's JVM rows are its planned ranges, one per shard and
+        # batch, and compiling code for them (Janino) took ~0.15 s of the first batch
+        # (first batch 0.44-0.53 -> 0.29-0.35 s, bench/README.md). `factoryMode` is
+        # Spark's internal switch for expression code (projections, predicates).
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
         # Checkpoint files through the raw local FS: no forked chmod/readlink per file
         # (FACTS: walCommit+commitOffsets 40-55 ms -> 7-20 ms per batch).
         "spark.sql.streaming.checkpointFileManagerClass":

@@ -95,3 +95,15 @@ def test_warm_up_leaves_a_python_worker_with_the_job_imported_and_the_planner_up
     assert "pyarrow" in maps                 # the worker loaded Arrow: the first batch will not
     planners = [p for p in children if _cmdline(p)[-1:] == ["pyspark.sql.worker.plan_data_source_read"]]
     assert planners, "the read-planning daemon was not started"
+
+
+def test_the_job_session_compiles_no_code(spark):
+    """The job's few JVM rows run interpreted: no whole-stage code, no expression code to compile."""
+    df = spark.range(0, 10, 1, 1).selectExpr("CAST(id * 2 AS INT) AS shard").where("shard > 4")
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert "WholeStageCodegen" not in plan and "*(" not in plan, plan
+    assert [r.shard for r in df.collect()] == [6, 8, 10, 12, 14, 16, 18]
+    jvm = spark.sparkContext._jvm
+    before = jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount()
+    spark.range(0, 5, 1, 1).selectExpr("id + 41 AS x", "CAST(id AS STRING) AS s").where("x % 2 = 1").collect()
+    assert jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount() == before
