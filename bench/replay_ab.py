@@ -71,6 +71,10 @@ def parse_phases(output: str) -> dict[str, float]:
             phases["total"] = float(line.split()[2])
         elif line.startswith("  ") and line[2:15].strip() in PHASES:
             phases[line[2:15].strip()] = float(line[15:21])
+            if line[2:15].strip() == "steady" and "median " in line:
+                phases["steady median"] = float(line.split("median ")[1].split()[0])
+    if phases.get("steady median"):
+        phases["first / steady median"] = round(phases["first batch"] / phases["steady median"], 2)
     return phases
 
 
@@ -97,7 +101,7 @@ def run_once(variant: str, commit: str, tree: Path, nbbo: Path, orders: Path, wo
 
 def medians(runs: list[ReplayRun]) -> dict[str, float]:
     """Median wall time and median of each phase."""
-    keys = ["wall"] + ["total", *PHASES]
+    keys = ["wall"] + ["total", *PHASES, "steady median", "first / steady median"]
     out = {"wall": statistics.median(r.wall_s for r in runs)}
     for k in keys[1:]:
         vals = [r.phases[k] for r in runs if k in r.phases]

@@ -59,7 +59,9 @@ class ReplayTiming:
                 ("first batch", self.first_batch_s, f"{self.first_batch_records:,} records" + "".join(
                     f", {name} {sec:.2f}" for name, sec in self.first_batch_phases[:3])),
                 ("steady", self.steady_total_s,
-                 f"{self.steady_batches} batches, median {self.steady_median_s:.2f} s"),
+                 f"{self.steady_batches} batches, median {self.steady_median_s:.2f} s" + (
+                     f"; first / median {self.first_batch_s / self.steady_median_s:.1f}"
+                     if self.steady_median_s > 0 else "")),
                 ("drain", self.drain_s, "all ingested -> all committed"),
                 ("finish", self.finish_s, "query stopped, results written")]
         return "\n".join([f"replay timing: {self.total_s:.1f} s wall"] +

@@ -30,6 +30,7 @@ def test_breakdown_separates_the_first_batch_from_the_steady_ones():
     lines = timing.summary().splitlines()
     assert "Spark session (3.00 s)" in lines[1]
     assert lines[4].endswith("100 records, addBatch 4.00, queryPlanning 0.05, walCommit 0.01")
+    assert lines[5].endswith("2 batches, median 0.60 s; first / median 8.3")
     assert lines[0] == "replay timing: 13.5 s wall"
     assert [ln.split()[0] for ln in lines[1:]] == ["start-up", "ingest", "to", "first", "steady", "drain",
                                                   "finish"]
@@ -39,4 +40,4 @@ def test_breakdown_of_a_replay_without_batches():
     m = ReplayMoments(1.0, 1.5, 2.0, 2.0, 3.0, 3.0, 3.5)
     timing = replay_timing(m, batch_spans([]))
     assert timing.first_batch_s == 0 and timing.steady_batches == 0 and timing.records == 0
-    assert "first batch" in timing.summary()
+    assert "first batch" in timing.summary() and "first / median" not in timing.summary()
