@@ -218,10 +218,20 @@ class LogReader:
         """Return the number of durable records."""
         return read_head(self.dir)
 
-    def read(self, start: int, end: int) -> np.ndarray:
-        """Return records [start, end) as an (n, RECORD_BYTES) uint8 array."""
-        out = np.empty((end - start, RECORD_BYTES), dtype=np.uint8)
-        flat = out.reshape(-1)
+    def read(self, start: int, end: int, buffer: np.ndarray | None = None) -> np.ndarray:
+        """Return records [start, end) as an (n, RECORD_BYTES) uint8 array.
+
+        Into `buffer` (a flat uint8 array, large enough) when given: the result is then a
+        view of it, valid until the buffer's next use.
+        """
+        n_bytes = (end - start) * RECORD_BYTES
+        if buffer is None:
+            flat = np.empty(n_bytes, dtype=np.uint8)
+        elif buffer.size < n_bytes:
+            raise ValueError(f"read buffer of {buffer.size} bytes for {n_bytes}")
+        else:
+            flat = buffer[:n_bytes]
+        out = flat.reshape(end - start, RECORD_BYTES)
         seq = start
         while seq < end:
             first = seq - seq % self.segment_records

@@ -6,8 +6,8 @@ Python data source's read (Spark starts it on first use, ~0.35 s inside the firs
 batch, measured with JFR in bench/README.md). Two things run beside the query's start-up:
 
 - a one-row, one-partition `mapInArrow` job (the query's own kind of Python task),
-  which leaves one idle worker with all of that imported (`spark.python.worker.reuse`)
-  and the JVM's Arrow runner classes loaded. One: with two idle workers, Spark hands
+  which leaves one idle worker with all of that imported (`spark.python.worker.reuse`),
+  its read buffer mapped (job.warm_memory) and the JVM's Arrow runner classes loaded. One: with two idle workers, Spark hands
   them out in turn and a one-shard query's batches alternate between them;
 - the plan, not the run, of a read of a one-row Python data source, which starts the
   read-planning daemon without starting a task (and so a second worker).
@@ -25,9 +25,10 @@ log = logging.getLogger(__name__)
 
 
 def _touch(batches):
-    """Read the input and return nothing: the worker's imports are the point."""
-    for _ in batches:
-        pass
+    """Map the worker's read buffer for the batch size in the input; return nothing."""
+    for b in batches:
+        for records in b.column("records").to_pylist():
+            engine.spark.job.warm_memory(records)
     yield from ()
 
 
@@ -50,9 +51,10 @@ class WarmSource(DataSource):
         return _WarmReader()
 
 
-def _warm_worker(spark) -> None:
+def _warm_worker(spark, records: int) -> None:
     try:
-        spark.range(0, 1, 1, 1).selectExpr("CAST(id AS INT) AS shard").mapInArrow(_touch, "shard int").collect()
+        (spark.range(0, 1, 1, 1).selectExpr(f"CAST({int(records)} AS BIGINT) AS records")
+         .mapInArrow(_touch, "records bigint").collect())
     except Exception as e:            # a warm-up is an optimisation: never the replay's failure
         log.warning("warm-up job failed (the first batch starts its own worker): %s", e)
 
@@ -65,10 +67,13 @@ def _warm_planner(spark) -> None:
         log.warning("warm-up read plan failed (the first batch starts the planner): %s", e)
 
 
-def warm_workers(spark) -> list[threading.Thread]:
-    """Start both warm-ups in daemon threads; return them (joining is optional)."""
-    threads = [threading.Thread(target=fn, args=(spark,), name=f"spark-{fn.__name__[1:]}", daemon=True)
-               for fn in (_warm_worker, _warm_planner)]
+def warm_workers(spark, records: int = 0) -> list[threading.Thread]:
+    """Start both warm-ups in daemon threads; return them (joining is optional).
+
+    `records`: the batch size the worker's memory is warmed for (the query's largest).
+    """
+    threads = [threading.Thread(target=_warm_worker, args=(spark, records), name="spark-warm-worker", daemon=True),
+               threading.Thread(target=_warm_planner, args=(spark,), name="spark-warm-planner", daemon=True)]
     for t in threads:
         t.start()
     return threads

@@ -282,6 +282,23 @@ def test_log_rollback_truncates_to_head_and_drops_later_segments(tmp_path):
     assert LogWriter(tmp_path, segment_records=100).head == 160      # recovery agrees
 
 
+def test_log_read_into_a_buffer_across_segments_gives_a_view_of_it(tmp_path):
+    w = LogWriter(tmp_path, segment_records=100, fsync=False)
+    pay = np.arange(250 * 42, dtype=np.uint64).astype(np.uint8).reshape(250, 42)
+    w.append(pay, 5)
+    w.commit()
+    w.close()
+    r = LogReader(tmp_path, segment_records=100)
+    want = r.read(90, 230)
+    buf = np.full(200 * 64, 0xEE, np.uint8)
+    got = r.read(90, 230, buf)
+    assert np.array_equal(got, want) and np.shares_memory(got, buf)
+    assert (buf[140 * 64:] == 0xEE).all()                # only the range's bytes were written
+    assert np.array_equal(r.read(0, 10, buf), r.read(0, 10))   # the buffer's next use
+    with pytest.raises(ValueError, match="read buffer"):
+        r.read(0, 201, buf)
+
+
 def test_log_write_on_a_full_disk_raises_and_rolls_back(tmp_path):
     with mounted_tmpfs(tmp_path / "disk", 1) as disk:
         w = LogWriter(disk / "log", fsync=True)

@@ -80,7 +80,7 @@ def test_the_session_maps_the_archive_setup_made(spark):
 
 def test_warm_up_leaves_a_python_worker_with_the_job_imported_and_the_planner_up(spark):
     """After the warm-ups, the JVM has a worker that imported the job's modules and a read planner."""
-    threads = warm_workers(spark)
+    threads = warm_workers(spark, 10_000)
     for t in threads:
         t.join(120)
     assert not any(t.is_alive() for t in threads)
