@@ -139,7 +139,7 @@ def register_sources(spark) -> None:
     spark.dataSource.register(IngressDataSource)
 
 
-def query_writer(spark, cfg: Config, bytes_read=None, start_gate: str | None = None):
+def query_writer(spark, cfg: Config, bytes_read=None):
     """The job's query on `cfg`'s log, results and checkpoint folders, ready to start.
 
     Stateless to Spark: each shard's planned rows go to one task (one partition for one
@@ -154,7 +154,6 @@ def query_writer(spark, cfg: Config, bytes_read=None, start_gate: str | None = N
               .option("path", str(cfg.log_dir))
               .option("shards", cfg.shards)
               .option("maxRowsPerBatch", cfg.max_rows_per_batch)
-              .option("startGate", start_gate or "")
               .load())
     events = events.coalesce(1) if cfg.shards == 1 else events.repartition(cfg.shards, "shard")
     results = events.mapInArrow(
@@ -168,8 +167,7 @@ def query_writer(spark, cfg: Config, bytes_read=None, start_gate: str | None = N
             .trigger(processingTime=f"{cfg.trigger_ms} milliseconds"))
 
 
-def start_query(spark, cfg: Config, metrics_listener=None, *, consumed, bytes_read=None,
-                start_gate: str | None = None):
+def start_query(spark, cfg: Config, metrics_listener=None, *, consumed, bytes_read=None):
     """Start the streaming query; returns the StreamingQuery.
 
     The log's `consumed` offset follows each batch through `metrics_listener` when one is
@@ -177,10 +175,9 @@ def start_query(spark, cfg: Config, metrics_listener=None, *, consumed, bytes_re
     listener of its own. `consumed` is a `marketspread.progress.ConsumedOffsetListener`
     for this log: the caller builds it, as its Spark bridge is spark_listener's.
     `bytes_read` (`spark.sparkContext.accumulator(0)`) counts the bytes of ingress
-    records the state tasks read, on the driver (`bytes_read.value`). `start_gate`: a
-    file the source waits for (10 s at most) before its first batch (source.py).
+    records the state tasks read, on the driver (`bytes_read.value`).
     """
-    writer = query_writer(spark, cfg, bytes_read, start_gate)
+    writer = query_writer(spark, cfg, bytes_read)
     if not committed_batches(cfg.checkpoint_dir):
         shard_state.start_fresh(str(cfg.shard_state_dir))
     if metrics_listener is not None:

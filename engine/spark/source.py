@@ -9,9 +9,6 @@ to read a batch, which measured ~60 ms of fixed cost per micro-batch and per rea
 """
 from __future__ import annotations
 
-import os
-import time
-
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
@@ -22,7 +19,6 @@ from engine.wire.records import shard_keys
 
 SOURCE_NAME = "marketspread_ingress"
 RANGE_SCHEMA = "shard int, lo long, hi long"
-GATE_TIMEOUT_S = 10.0        # the longest a `startGate` holds the first batch back
 _RANGE_ARROW = pa.schema([("shard", pa.int32()), ("lo", pa.int64()), ("hi", pa.int64())])
 
 
@@ -72,11 +68,6 @@ class IngressRangeReader(SimpleDataSourceStreamReader):
         self.path = options["path"]
         self.keys = shard_keys(int(options.get("shards", Config.shards)))
         self.max_rows = int(options.get("maxRowsPerBatch", 500_000))
-        # `startGate`: a file whose existence lets the first batch start (or GATE_TIMEOUT_S
-        # from the reader's creation). The replay opens it when its warm-up job is done,
-        # so the first batch runs in the warm worker instead of racing it for a cold one.
-        self.gate = options.get("startGate") or None
-        self.gate_deadline = time.monotonic() + GATE_TIMEOUT_S
 
     def initialOffset(self) -> dict:
         return {"seq": 0}
@@ -84,14 +75,7 @@ class IngressRangeReader(SimpleDataSourceStreamReader):
     def _rows(self, lo: int, hi: int) -> list[pa.RecordBatch]:
         return [range_batch(self.keys, lo, hi)] if hi > lo else []
 
-    def _gate_open(self) -> bool:
-        if self.gate is not None and (os.path.exists(self.gate) or time.monotonic() > self.gate_deadline):
-            self.gate = None
-        return self.gate is None
-
     def read(self, start: dict):
-        if not self._gate_open():
-            return iter(()), start
         lo = int(start["seq"])
         hi = min(read_head(self.path), lo + self.max_rows)
         if hi <= lo:

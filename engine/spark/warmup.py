@@ -11,16 +11,11 @@ batch, measured with JFR in bench/README.md). Two things run beside the query's 
   them out in turn and a one-shard query's batches alternate between them;
 - the plan, not the run, of a read of a one-row Python data source, which starts the
   read-planning daemon without starting a task (and so a second worker).
-
-When both are done a file tells the query's source to start its first batch (the
-`startGate` option, source.py): a first batch that raced the warm-up and lost started a
-cold worker of its own, and later batches then alternated between the two workers.
 """
 from __future__ import annotations
 
 import logging
 import threading
-from pathlib import Path
 
 from pyspark.sql.datasource import DataSource, DataSourceReader
 
@@ -72,20 +67,13 @@ def _warm_planner(spark) -> None:
         log.warning("warm-up read plan failed (the first batch starts the planner): %s", e)
 
 
-def warm_workers(spark, records: int = 0, ready: Path | None = None) -> threading.Thread:
-    """Run both warm-ups beside each other in daemon threads; return the one that waits for both.
+def warm_workers(spark, records: int = 0) -> list[threading.Thread]:
+    """Start both warm-ups in daemon threads; return them (joining is optional).
 
     `records`: the batch size the worker's memory is warmed for (the query's largest).
-    `ready`: a file created when both are done, failed or not (the query's `start_gate`).
     """
-    def run() -> None:
-        planner = threading.Thread(target=_warm_planner, args=(spark,), name="spark-warm-planner", daemon=True)
-        planner.start()
-        _warm_worker(spark, records)
-        planner.join()
-        if ready is not None:
-            ready.touch()
-
-    thread = threading.Thread(target=run, name="spark-warm-up", daemon=True)
-    thread.start()
-    return thread
+    threads = [threading.Thread(target=_warm_worker, args=(spark, records), name="spark-warm-worker", daemon=True),
+               threading.Thread(target=_warm_planner, args=(spark,), name="spark-warm-planner", daemon=True)]
+    for t in threads:
+        t.start()
+    return threads

@@ -58,24 +58,3 @@ print("pandas" in sys.modules)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
-
-
-def test_a_start_gate_holds_the_first_batch_until_its_file_exists_or_it_times_out(tmp_path):
-    log = tmp_path / "log"
-    w = LogWriter(log, fsync=False)
-    w.append(np.zeros((5, 8), np.uint8), 5)
-    w.commit()
-    w.close()
-    gate = tmp_path / "warm"
-    reader = IngressRangeReader({"path": str(log), "startGate": str(gate)})
-    rows, end = reader.read({"seq": 0})
-    assert end == {"seq": 0} and list(rows) == []          # held: the file is not there
-    gate.touch()
-    rows, end = reader.read({"seq": 0})
-    assert end == {"seq": 5} and len(list(rows)) == 1
-    gate.unlink()
-    assert reader.read(end)[1] == {"seq": 5}              # open for good once opened
-    late = IngressRangeReader({"path": str(log), "startGate": str(tmp_path / "never")})
-    late.gate_deadline = 0.0                               # its GATE_TIMEOUT_S has passed
-    assert late.read({"seq": 0})[1] == {"seq": 5}
-    assert IngressRangeReader({"path": str(log), "startGate": ""}).read({"seq": 0})[1] == {"seq": 5}
