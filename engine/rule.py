@@ -93,40 +93,54 @@ def apply_rule(state: ShardState, seq: np.ndarray, kind: np.ndarray, symbol: np.
     # in seq order already; the symbol index as a narrow unsigned int sorts by radix
     # (stable), ~15x faster than a merge sort of int64 at 500k events.
     key = sym_idx.astype(np.uint16 if len(state.symbols) <= 1 << 16 else np.uint32)
-    if np.all(seq[1:] > seq[:-1]):
+    in_seq_order = bool(np.all(seq[1:] > seq[:-1]))
+    if in_seq_order:
         order = np.argsort(key, kind="stable")
     else:
         by_seq = np.argsort(seq, kind="stable")
         order = by_seq[np.argsort(key[by_seq], kind="stable")]
     g = sym_idx[order]
     kinds = kind[order]
-    is_nbbo = kinds == NBBO_TYPE
     pos = np.arange(n)
     starts = np.empty(n, bool)
     starts[0] = True
     starts[1:] = g[1:] != g[:-1]
     group_start = np.maximum.accumulate(np.where(starts, pos, 0))
-    last_nbbo = np.maximum.accumulate(np.where(is_nbbo, pos, -1))
-    has_quote = last_nbbo >= group_start
-    quote = order[np.where(has_quote, last_nbbo, 0)]
-    q_bid, q_offer = bid[quote], offer[quote]
-    q_wide = is_wide(q_bid, q_offer)
-    eff_reject = np.where(has_quote, q_wide, state.reject[g])
-    eff_bid = np.where(has_quote, q_bid, state.bid[g])
-    eff_offer = np.where(has_quote, q_offer, state.offer[g])
-    emit = (kinds == ORDER_TYPE) & eff_reject
-    # New state: each symbol's last row decides (its last quote, if any in this batch).
+    last_nbbo = np.maximum.accumulate(np.where(kinds == NBBO_TYPE, pos, -1))
     ends = np.empty(n, bool)
     ends[-1] = True
     ends[:-1] = starts[1:]
+    # Only orders (emitted or not) and each symbol's last row need the quote in effect:
+    # for a quote-heavy batch, a few thousand rows instead of every row.
+    is_order = kinds == ORDER_TYPE
+    sel = np.flatnonzero(is_order | ends)
+    g, is_order, ends = g[sel], is_order[sel], ends[sel]
+    has_quote = last_nbbo[sel] >= group_start[sel]
+    quote = order[np.where(has_quote, last_nbbo[sel], 0)]
+    q_bid, q_offer = bid[quote], offer[quote]
+    q_wide = is_wide(q_bid, q_offer)
+    eff_reject = np.where(has_quote, q_wide, state.reject[g])
+    emit = is_order & eff_reject
+    # New state: each symbol's last row decides (its last quote, if any in this batch).
     upd = ends & has_quote
     reject, new_bid, new_offer = state.reject.copy(), state.bid.copy(), state.offer.copy()
     reject[g[upd]] = q_wide[upd]
     new_bid[g[upd]] = q_bid[upd]
     new_offer[g[upd]] = q_offer[upd]
-    rows = order[emit]
-    back = np.argsort(seq[rows], kind="stable")
-    return RuleOutput(rows[back].astype(np.int64), eff_bid[emit][back], eff_offer[emit][back],
+    rows = order[sel[emit]]
+    if in_seq_order:
+        # Row indices are then seq order: put them back in order by marking them (O(n)),
+        # not by sorting (27 ms for 500k rejected orders).
+        rank = np.empty(n, np.int64)
+        rank[rows] = np.arange(len(rows))
+        mark = np.zeros(n, bool)
+        mark[rows] = True
+        back = rank[mark]
+    else:
+        back = np.argsort(seq[rows], kind="stable")
+    eff_bid = np.where(has_quote[emit], q_bid[emit], state.bid[g[emit]])[back]
+    eff_offer = np.where(has_quote[emit], q_offer[emit], state.offer[g[emit]])[back]
+    return RuleOutput(rows[back].astype(np.int64), eff_bid, eff_offer,
                       ShardState(state.symbols, reject, new_bid, new_offer))
 
 
