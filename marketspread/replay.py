@@ -147,7 +147,7 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         spark = spark or build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui, extra=QUICK_START,
                                        checkpoint_batches=cfg.checkpoint_batches)
         session_built = time.time()
-        warm_workers(spark, rcfg.max_rows_per_batch)
+        warm_workers(spark, rcfg.max_rows_per_batch, rcfg.shards)
         if writer is not None:
             listener = attach_listener(spark, run_id, writer, rcfg.log_dir, rcfg.shard_state_dir)
         query = start_query(spark, rcfg, listener, consumed=ConsumedOffsetListener(str(rcfg.log_dir), None))

@@ -5,10 +5,11 @@ A query's first micro-batch started two Python processes of its own: the task's 
 Python data source's read (Spark starts it on first use, ~0.35 s inside the first
 batch, measured with JFR in bench/README.md). Two things run beside the query's start-up:
 
-- a one-row, one-partition `mapInArrow` job (the query's own kind of Python task),
-  which leaves one idle worker with all of that imported (`spark.python.worker.reuse`),
-  its read buffer mapped (job.warm_memory) and the JVM's Arrow runner classes loaded. One: with two idle workers, Spark hands
-  them out in turn and a one-shard query's batches alternate between them;
+- a `mapInArrow` job (the query's own kind of Python task) of one row and partition
+  per shard, which leaves one idle worker per shard (`spark.python.worker.reuse`) with
+  all of that imported, its read buffer mapped (job.warm_memory) and the JVM's Arrow
+  runner classes loaded. One per shard: with more idle workers than tasks, Spark hands
+  them out in turn and a shard's batches alternate between them;
 - the plan, not the run, of a read of a one-row Python data source, which starts the
   read-planning daemon without starting a task (and so a second worker).
 """
@@ -51,9 +52,9 @@ class WarmSource(DataSource):
         return _WarmReader()
 
 
-def _warm_worker(spark, records: int) -> None:
+def _warm_worker(spark, records: int, workers: int) -> None:
     try:
-        (spark.range(0, 1, 1, 1).selectExpr(f"CAST({int(records)} AS BIGINT) AS records")
+        (spark.range(0, workers, 1, workers).selectExpr(f"CAST({int(records)} AS BIGINT) AS records")
          .mapInArrow(_touch, "records bigint").collect())
     except Exception as e:            # a warm-up is an optimisation: never the replay's failure
         log.warning("warm-up job failed (the first batch starts its own worker): %s", e)
@@ -67,12 +68,14 @@ def _warm_planner(spark) -> None:
         log.warning("warm-up read plan failed (the first batch starts the planner): %s", e)
 
 
-def warm_workers(spark, records: int = 0) -> list[threading.Thread]:
+def warm_workers(spark, records: int = 0, workers: int = 1) -> list[threading.Thread]:
     """Start both warm-ups in daemon threads; return them (joining is optional).
 
-    `records`: the batch size the worker's memory is warmed for (the query's largest).
+    `records`: the batch size each worker's memory is warmed for (the query's largest);
+    `workers`: how many (the query's tasks per batch, its shards).
     """
-    threads = [threading.Thread(target=_warm_worker, args=(spark, records), name="spark-warm-worker", daemon=True),
+    threads = [threading.Thread(target=_warm_worker, args=(spark, records, workers), name="spark-warm-worker",
+                                daemon=True),
                threading.Thread(target=_warm_planner, args=(spark,), name="spark-warm-planner", daemon=True)]
     for t in threads:
         t.start()
