@@ -14,7 +14,7 @@ from engine.ingress.log import RECORD_BYTES, LogReader
 from engine.ingress.shard_files import read_shard
 from engine.spark.batch_output import stamp_frames, write_shard_metrics, write_shard_results
 from engine.spark.step_metrics import event_runs, sink_samples, source_samples, state_samples
-from engine.wire.records import EVENT_DTYPE, decode_events, shard_keys, shard_rows
+from engine.wire.records import decode_events, shard_keys, shard_rows
 from engine.output.results import encode_results
 from engine.rule import apply_rule
 from engine.spark import shard_state
@@ -29,37 +29,30 @@ QUERY_NAME = "market-spread"
 _LISTENERS: dict = {}                  # query id -> its offset listener, until stop_query
 
 
-class _Buffers:
-    """One worker's buffers for a batch's log records and decoded events, reused from batch to batch.
+class _ReadBuffer:
+    """One worker's buffer for the log records of a batch, reused from batch to batch.
 
     A fresh array per batch was fresh memory, faulted in again in every batch: NumPy
     asks for transparent huge pages for large arrays, and on a VM their first touch
     cost 50-65 ms per 500k records, where reading into mapped huge pages takes 2-4 ms
-    (and ~13 ms into small pages). The warm-up job maps them (`warm_memory`).
+    (and ~13 ms into small pages). The warm-up job maps it (`warm_memory`).
     """
 
     def __init__(self):
         self.flat = np.empty(0, dtype=np.uint8)
-        self.ev = np.empty(0, dtype=EVENT_DTYPE)
 
-    def records(self, n_bytes: int) -> np.ndarray:
+    def get(self, n_bytes: int) -> np.ndarray:
         if self.flat.size < n_bytes:
             self.flat = np.empty(n_bytes, dtype=np.uint8)
         return self.flat
 
-    def events(self, n: int) -> np.ndarray:
-        if len(self.ev) < n:
-            self.ev = np.empty(n, dtype=EVENT_DTYPE)
-        return self.ev
 
-
-_BUFFERS = _Buffers()
+_BUFFER = _ReadBuffer()
 
 
 def warm_memory(records: int) -> None:
-    """Map the buffers for batches of `records` (run by the warm-up job, warmup.py)."""
-    _BUFFERS.records(records * RECORD_BYTES).fill(0)
-    _BUFFERS.events(records).view(np.uint8).fill(0)
+    """Map the read buffer for batches of `records` (run by the warm-up job, warmup.py)."""
+    _BUFFER.get(records * RECORD_BYTES).fill(0)
 
 
 def _ranges(batches) -> dict[int, list[tuple[int, int]]]:
@@ -101,19 +94,17 @@ def make_check_market_data(log_dir: str, out_dir: str, state_dir: str, n_shards:
     def _check_shard(shard: int, ranges: list[tuple[int, int]], batch: int, ctx, t_start: int) -> None:
         parts, nbytes = [], 0
         for lo, hi in ranges:
-            # one range (the usual case) decodes into the worker's kept buffer; several are concatenated
-            into = _BUFFERS.events(hi - lo) if len(ranges) == 1 else None
             own = read_shard(log_dir, n_shards, shard, lo, hi) if n_shards > 1 else None
             if own is not None:
-                parts.append(decode_events(own.rec, own.seq, into))
+                parts.append(decode_events(own.rec, own.seq))
                 nbytes += own.nbytes
                 continue
-            rec = LogReader(log_dir).read(lo, hi, _BUFFERS.records((hi - lo) * RECORD_BYTES))
+            rec = LogReader(log_dir).read(lo, hi, _BUFFER.get((hi - lo) * RECORD_BYTES))
             if n_shards == 1:
-                parts.append(decode_events(rec, lo, into))
+                parts.append(decode_events(rec, lo))
             else:
                 mine = shard_rows(rec, n_shards, shard)
-                parts.append(decode_events(rec[mine], lo + mine, into))
+                parts.append(decode_events(rec[mine], lo + mine))
             nbytes += rec.nbytes
         if bytes_read is not None:
             bytes_read.add(nbytes)

@@ -85,20 +85,13 @@ def shard_rows(rec: np.ndarray, n_shards: int, shard: int) -> np.ndarray:
     return np.flatnonzero(shard_of(record_symbols(rec), n_shards) == shard)
 
 
-def decode_events(rec: np.ndarray, seq: int | np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def decode_events(rec: np.ndarray, seq: int | np.ndarray) -> np.ndarray:
     """Decode (n, 64) log records into an `EVENT_DTYPE` array.
 
     `seq`: the first record's sequence number (records are consecutive), or one per record.
-    `out`: an `EVENT_DTYPE` array of at least n rows to decode into (every field is
-    written); the result is then its first n rows.
     """
     n = rec.shape[0]
-    if out is None:
-        ev = np.empty(n, dtype=EVENT_DTYPE)
-    elif out.dtype != EVENT_DTYPE or len(out) < n:
-        raise ValueError(f"decode buffer of {len(out)} {out.dtype} rows for {n} events")
-    else:
-        ev = out[:n]
+    ev = np.zeros(n, dtype=EVENT_DTYPE)
     kind = rec[:, PAYLOAD_OFFSET].astype(np.int8)
     is_order = kind == ORDER_TYPE
     ev["seq"] = np.arange(seq, seq + n, dtype=np.int64) if np.ndim(seq) == 0 else seq

@@ -2,11 +2,9 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from engine.wire.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE
-from engine.tools.generate import random_payloads
-from engine.wire.records import EVENT_DTYPE, PAYLOAD_OFFSET, decode_events, record_symbols, shard_of
+from engine.wire.records import PAYLOAD_OFFSET, record_symbols, shard_of
 
 
 def test_shard_of_is_the_low_32_bits_of_the_uint64_product():
@@ -28,20 +26,3 @@ def test_record_symbols_reads_the_field_the_type_names_also_from_rows_apart():
     apart[:, 8:] = rec
     assert record_symbols(apart[:, 8:]).tolist() == want
     assert record_symbols(rec[:0]).tolist() == []
-
-
-def test_decode_into_a_kept_buffer_equals_a_fresh_decode_and_overwrites_every_field():
-    rec = np.zeros((300, 64), np.uint8)
-    rec[:, :8] = np.arange(300, dtype="<i8").view(np.uint8).reshape(300, 8)
-    rec[:, PAYLOAD_OFFSET:] = random_payloads(300, 50, seed=3)
-    want = decode_events(rec, 1000)
-    buf = np.empty(500, EVENT_DTYPE)
-    buf.view(np.uint8)[:] = 0xAB                      # stale bytes of an earlier batch
-    got = decode_events(rec, 1000, buf)
-    assert np.shares_memory(got, buf) and len(got) == 300
-    assert got.tobytes() == want.tobytes()
-    assert decode_events(rec[:10], 7, buf).tobytes() == decode_events(rec[:10], 7).tobytes()
-    with pytest.raises(ValueError, match="decode buffer"):
-        decode_events(rec, 0, np.empty(299, EVENT_DTYPE))
-    with pytest.raises(ValueError, match="decode buffer"):
-        decode_events(rec, 0, np.empty(300, np.int64))
