@@ -105,6 +105,36 @@ def time_axes(fig: go.Figure, rng: TimeRange | None, revision: str | None = None
     return fig
 
 
+def hide_series(fig: go.Figure, names) -> go.Figure:
+    """Show the series named in `names` in the legend only (the user hid them)."""
+    hidden = set(names or ())
+    for t in fig.data:
+        if t.name in hidden:
+            t.visible = "legendonly"
+    return fig
+
+
+def legend_hidden(restyle, figure: dict | None, hidden) -> list[str]:
+    """Return the hidden series' names after a chart's `restyleData` (a legend click)."""
+    out = list(hidden or ())
+    if not (isinstance(restyle, list) and len(restyle) == 2 and isinstance(restyle[0], dict)):
+        return out
+    changes, indices = restyle
+    if "visible" not in changes or not isinstance(figure, dict):
+        return out
+    data = figure.get("data") or []
+    values = changes["visible"] if isinstance(changes["visible"], list) else [changes["visible"]] * len(indices or [])
+    for i, v in zip(indices or [], values):
+        name = data[i].get("name") if isinstance(i, int) and 0 <= i < len(data) else None
+        if not isinstance(name, str):
+            continue
+        if v == "legendonly" and name not in out:
+            out.append(name)
+        elif v in (True, "true") and name in out:
+            out.remove(name)
+    return out
+
+
 def fit_legend(fig: go.Figure, per_row: int = LEGEND_PER_ROW) -> go.Figure:
     """Grow `fig` by a legend row's height for each row past the first, so the plot keeps its size."""
     entries = sum(1 for t in fig.data if t.showlegend is not False)

@@ -36,6 +36,7 @@ JOB_URL_ERROR = "job-url-error"       # what was wrong with the address' range, 
 JOB_LIVE = "job-live"
 JOB_WINDOW = "job-window"
 JOB_DIGESTS = "job-digests"
+JOB_HIDDEN = "job-hidden"            # series the user hid from each chart's legend, by name
 JOB_TITLE = "job-title"
 JOB_BANNER = "job-banner"
 JOB_SUMMARY = "job-summary"
@@ -73,7 +74,7 @@ def layout(run_id: str | None = None, **query) -> html.Div:
     loading = figures.empty_figure
     return html.Div([
         dcc.Store(id=JOB_RUN, data=run), dcc.Store(id=JOB_LIVE, data=False), dcc.Store(id=JOB_WINDOW),
-        dcc.Store(id=JOB_URL), dcc.Store(id=JOB_DIGESTS, data={}), dcc.Store(id=JOB_URL_ERROR, data=q.error),
+        dcc.Store(id=JOB_URL), dcc.Store(id=JOB_DIGESTS, data={}), dcc.Store(id=JOB_HIDDEN, data={}), dcc.Store(id=JOB_URL_ERROR, data=q.error),
         dcc.Store(id=JOB_BP + "-digests", data={}),
         dcc.Store(id=JOB_BATCHES + "-digests", data={}),
         html.Div([dcc.Link("← runs", href="/"), html.H2(["Run ", html.Code(run)]),
@@ -124,8 +125,8 @@ def _unpack(window: dict) -> tuple[TimeRange, int, str, list[Marker]]:
           Output(JOB_BANNER, "children"), Output(JOB_LIVE, "data"), Output(JOB_WINDOW, "data"),
           Output(JOB_DIGESTS, "data"),
           Input(JOB_INTERVAL, "n_intervals"), *c.range_inputs(JOB_RANGE), State(JOB_RUN, "data"),
-          State(JOB_DIGESTS, "data"), State(JOB_URL_ERROR, "data"))
-def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests, url_error=None):
+          State(JOB_DIGESTS, "data"), State(JOB_URL_ERROR, "data"), State(JOB_HIDDEN, "data"))
+def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests, url_error=None, hidden=None):
     """Resolve the range, reload the latency figures and tables, and hand the range to the other panels."""
     keep = [dash.no_update] * 8
     try:
@@ -164,10 +165,12 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
     tick = ctx.triggered_id == JOB_INTERVAL        # a refresh: charts send their new points only
     changed, digests = c.only_changed({
         "title": c.as_is(info.status), "class": c.as_is(f"status status-{info.status}"), "summary": c.as_is(summary),
-        "throughput": ((view.throughput, frame), lambda: figures.time_axes(
-            figures.throughput_figure(view.throughput, "Throughput (start-to-end, per pipeline)"), *frame)),
-        "percentiles": ((view.percentiles, frame), lambda: figures.time_axes(
-            figures.percentiles_over_time_figure(view.percentiles, "Start-to-end latency (max over workers)"), *frame)),
+        "throughput": ((view.throughput, frame), lambda: figures.hide_series(figures.time_axes(
+            figures.throughput_figure(view.throughput, "Throughput (start-to-end, per pipeline)"), *frame),
+            (hidden or {}).get(JOB_THROUGHPUT, ()))),
+        "percentiles": ((view.percentiles, frame), lambda: figures.hide_series(figures.time_axes(
+            figures.percentiles_over_time_figure(view.percentiles, "Start-to-end latency (max over workers)"), *frame),
+            (hidden or {}).get(JOB_PERCENTILES, ()))),
         "steps": (view.steps, lambda: c.table(c.STATS_HEADER, step_rows, JOB_STEPS + "-table")),
         "pipelines": (view.pipelines,
                       lambda: c.table(c.STATS_HEADER, c.stats_rows(view.pipelines), JOB_PIPELINES + "-table")),
@@ -175,6 +178,23 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
     }, digests, patch=("throughput", "percentiles"), scope="job", tick=tick)
     return (*changed, _url_banner(url_error), info.live,
             _window(rng, interval, revision, markers, bp_end, shown, tick), digests)
+
+
+@callback(Output(JOB_HIDDEN, "data"), Input(JOB_THROUGHPUT, "restyleData"), Input(JOB_PERCENTILES, "restyleData"),
+          State(JOB_THROUGHPUT, "figure"), State(JOB_PERCENTILES, "figure"), State(JOB_HIDDEN, "data"),
+          prevent_initial_call=True)
+def remember_hidden(_throughput, _percentiles, throughput_fig, percentiles_fig, hidden):
+    """Keep, by name, the series the user hid from a chart's legend, for the next whole figure to hide too.
+
+    plotly.js keeps a legend click across a new figure with the same `uirevision`, but not
+    always: two renders in quick succession (a live tick, then a picked range's whole
+    figure) showed the series again.
+    """
+    graph = ctx.triggered_id
+    fig = throughput_fig if graph == JOB_THROUGHPUT else percentiles_fig
+    hidden = dict(hidden or {})
+    hidden[graph] = figures.legend_hidden(ctx.triggered[0]["value"], fig, hidden.get(graph, ()))
+    return hidden
 
 
 @callback(Output(JOB_BP, "children"), Output(JOB_GRAPH, "children"), Output(JOB_BP_BUSY, "figure"),

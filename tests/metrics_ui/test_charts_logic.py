@@ -78,3 +78,19 @@ def test_charts_show_the_range_from_the_runs_start():
     assert c.shown_range(rng, 350 * NS, 415 * NS) == TimeRange(350 * NS, 415 * NS)      # a run shorter than the range
     assert c.shown_range(rng, 50 * NS, 400 * NS) == rng                                  # a run longer than it
     assert c.shown_range(rng, 500 * NS, 400 * NS) == rng                                 # nothing of the run inside
+
+
+def test_legend_clicks_are_kept_by_series_name_and_whole_figures_hide_those_series():
+    fig = {"data": [{"name": "p50"}, {"name": "p99"}, {"name": "p99.9"}]}
+    hidden = figures.legend_hidden([{"visible": ["legendonly"]}, [2]], fig, [])
+    assert hidden == ["p99.9"]
+    assert figures.legend_hidden([{"visible": ["legendonly"]}, [2]], fig, hidden) == ["p99.9"]     # once
+    assert figures.legend_hidden([{"visible": "legendonly"}, [0, 1]], fig, hidden) == ["p99.9", "p50", "p99"]
+    assert figures.legend_hidden([{"visible": [True]}, [2]], fig, hidden) == []
+    for junk in (None, [], [{"line.color": ["red"]}, [0]], [{"visible": ["legendonly"]}, [7]], "x",
+                 [{"visible": ["legendonly"]}, ["0"]]):
+        assert figures.legend_hidden(junk, fig, ["p50"]) == ["p50"]                  # nothing else changes
+    assert figures.legend_hidden([{"visible": ["legendonly"]}, [0]], None, []) == []
+    built = go.Figure([go.Scatter(x=[1], y=[1], name=n) for n in ("p50", "p99", "p99.9")])
+    out = figures.hide_series(built, ["p99.9", "gone"])
+    assert [t.visible for t in out.data] == [None, None, "legendonly"]
