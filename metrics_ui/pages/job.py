@@ -7,7 +7,8 @@ figures; the backpressure, Spark and ingress panels follow from its window in ca
 their own, and every panel sends only the outputs that changed since its last answer: on a
 refresh tick a chart goes as a Patch of its new points (and the old ones its window dropped),
 whole on the first load and when the user picks a range. Charts keep the user's zoom and
-hidden series across live updates (`uirevision`).
+hidden series across live updates (`uirevision`); the latency charts' whole figures also
+carry the series hidden from their legends (`JOB_HIDDEN`, `remember_hidden`).
 """
 from __future__ import annotations
 
