@@ -17,7 +17,7 @@ from engine.spark.step_metrics import event_runs, sink_samples, source_samples, 
 from engine.wire.records import decode_events, shard_keys, shard_rows
 from engine.output.results import encode_results
 from engine.rule import apply_rule
-from engine.spark import shard_state
+from engine.spark import shard_state, worker_memory
 from engine.spark.checkpoint import committed_batches
 from engine.spark.source import SOURCE_NAME, IngressDataSource
 
@@ -27,32 +27,6 @@ OUTPUT_SCHEMA = "shard int"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 QUERY_NAME = "market-spread"
 _LISTENERS: dict = {}                  # query id -> its offset listener, until stop_query
-
-
-class _ReadBuffer:
-    """One worker's buffer for the log records of a batch, reused from batch to batch.
-
-    A fresh array per batch was fresh memory, faulted in again in every batch: NumPy
-    asks for transparent huge pages for large arrays, and on a VM their first touch
-    cost 50-65 ms per 500k records, where reading into mapped huge pages takes 2-4 ms
-    (and ~13 ms into small pages). The warm-up job maps it (`warm_memory`).
-    """
-
-    def __init__(self):
-        self.flat = np.empty(0, dtype=np.uint8)
-
-    def get(self, n_bytes: int) -> np.ndarray:
-        if self.flat.size < n_bytes:
-            self.flat = np.empty(n_bytes, dtype=np.uint8)
-        return self.flat
-
-
-_BUFFER = _ReadBuffer()
-
-
-def warm_memory(records: int) -> None:
-    """Map the read buffer for batches of `records` (run by the warm-up job, warmup.py)."""
-    _BUFFER.get(records * RECORD_BYTES).fill(0)
 
 
 def _ranges(batches) -> dict[int, list[tuple[int, int]]]:
@@ -99,7 +73,7 @@ def make_check_market_data(log_dir: str, out_dir: str, state_dir: str, n_shards:
                 parts.append(decode_events(own.rec, own.seq))
                 nbytes += own.nbytes
                 continue
-            rec = LogReader(log_dir).read(lo, hi, _BUFFER.get((hi - lo) * RECORD_BYTES))
+            rec = LogReader(log_dir).read(lo, hi, worker_memory.read_buffer((hi - lo) * RECORD_BYTES))
             if n_shards == 1:
                 parts.append(decode_events(rec, lo))
             else:

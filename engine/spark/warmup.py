@@ -7,7 +7,7 @@ batch, measured with JFR in bench/README.md). Two things run beside the query's 
 
 - a `mapInArrow` job (the query's own kind of Python task) of one row and partition
   per shard, which leaves one idle worker per shard (`spark.python.worker.reuse`) with
-  all of that imported, its read buffer mapped (job.warm_memory) and the JVM's Arrow
+  all of that imported, its read buffer mapped (worker_memory.warm) and the JVM's Arrow
   runner classes loaded. One per shard: with more idle workers than tasks, Spark hands
   them out in turn and a shard's batches alternate between them;
 - the plan, not the run, of a read of a one-row Python data source, which starts the
@@ -21,6 +21,7 @@ import threading
 from pyspark.sql.datasource import DataSource, DataSourceReader
 
 import engine.spark.job  # noqa: F401  (imported here so a worker unpickling `_touch` imports it)
+from engine.spark import worker_memory
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ def _touch(batches):
     """Map the worker's read buffer for the batch size in the input; return nothing."""
     for b in batches:
         for records in b.column("records").to_pylist():
-            engine.spark.job.warm_memory(records)
+            worker_memory.warm(records)
     yield from ()
 
 

@@ -1,0 +1,69 @@
+"""A Python worker keeps one read buffer across batches, and glibc keeps the memory batches free."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from pyspark import cloudpickle
+
+from engine.spark import worker_memory
+from engine.spark.job import make_check_market_data
+
+
+def _closure_functions(f):
+    """`f` and the functions in its closure cells, recursively."""
+    seen, todo = [], [f]
+    while todo:
+        g = todo.pop()
+        seen.append(g)
+        todo.extend(c.cell_contents for c in (g.__closure__ or ()) if callable(getattr(c, "cell_contents", None))
+                    and hasattr(c.cell_contents, "__code__"))
+    return seen
+
+
+def test_the_shipped_task_function_reaches_the_workers_one_buffer(tmp_path):
+    """cloudpickle ships the job's closure by value: its buffer must still be the module's, not a copy."""
+    f = make_check_market_data(str(tmp_path / "log"), str(tmp_path / "out"), str(tmp_path / "state"), 1)
+    shipped = cloudpickle.loads(cloudpickle.dumps(f))          # what each task unpickles
+    users = [g for g in _closure_functions(shipped) if "worker_memory" in g.__code__.co_names]
+    assert users, "the task function no longer reads through worker_memory"
+    for g in users:
+        assert g.__globals__["worker_memory"] is worker_memory
+    assert worker_memory.read_buffer(4096) is worker_memory.read_buffer(1024)
+
+
+def _buffer_address(batches):
+    import os
+
+    from engine.spark import worker_memory as wm
+    for b in batches:
+        yield b.__class__.from_pydict({"pid": [os.getpid()], "address": [wm.read_buffer(1 << 20).ctypes.data]})
+
+
+def test_a_reused_worker_reads_every_batch_into_the_same_buffer(spark):
+    """Two jobs on one reused worker find the buffer the first one made (a function shipped by value)."""
+    def run():
+        return {(r.pid, r.address) for r in spark.range(0, 1, 1, 1).mapInArrow(
+            _buffer_address, "pid long, address long").collect()}
+    first, second = run(), run()
+    same_worker = {pid for pid, _ in first} & {pid for pid, _ in second}
+    assert same_worker, "the worker was not reused (spark.python.worker.reuse)"
+    assert first == second
+
+
+def test_freed_memory_is_kept_for_the_next_batch():
+    """After keep_freed_memory, a freed 20 MB array's pages serve the next one: no fresh mapping."""
+    script = textwrap.dedent("""
+        import numpy as np
+        from engine.spark import worker_memory
+        assert worker_memory.keep_freed_memory()
+        addresses = []
+        for _ in range(3):
+            a = np.ones(20 << 20, np.uint8)
+            addresses.append(a.ctypes.data)
+            del a
+        print(len(set(addresses)))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "1", out
