@@ -27,6 +27,9 @@ class Config:
     # on a 2-core machine (bench/README.md); on a cluster, one per executor core for the job.
     shards: int = 1
     max_rows_per_batch: int = 500_000
+    # the first batch after each query start runs in a JVM and worker not yet warm: a smaller
+    # one gives the first results sooner (bench/README.md, "Issue 17, session 10")
+    first_batch_rows: int = 100_000
     trigger_ms: int = 0
     spark_ui: bool = False
     metrics: bool = True                  # latency samples recorded in tasks, shipped to InfluxDB

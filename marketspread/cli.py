@@ -22,6 +22,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--orders-port", type=int, help="orders ingress port (default 7002)")
     g.add_argument("--max-backlog", type=int, help="records behind the job before ingress mutes its sockets")
     g.add_argument("--max-rows-per-batch", type=int, help="largest micro-batch in records")
+    g.add_argument("--first-batch-rows", type=int,
+                   help="largest first micro-batch after each start (100000): results sooner while Spark warms")
     g.add_argument("--trigger-ms", type=int, help="micro-batch trigger interval (default 0: as fast as possible)")
     g.add_argument("--no-fsync", dest="fsync", action="store_const", const=False,
                    help="ingress does not fsync (survives process crashes, not machine crashes)")
@@ -49,7 +51,7 @@ def _add_retention(p: argparse.ArgumentParser) -> None:
 def config_from(args: argparse.Namespace) -> Config:
     """Build the Config from the environment and the common flags."""
     keys = ("state_dir", "master", "shards", "host", "nbbo_port", "orders_port", "max_backlog",
-            "max_rows_per_batch", "trigger_ms", "fsync", "metrics", "max_connections", "idle_timeout",
+            "max_rows_per_batch", "first_batch_rows", "trigger_ms", "fsync", "metrics", "max_connections", "idle_timeout",
             "min_free_bytes", "min_free_percent", "deadletter_max_bytes", "results_retention",
             "results_retention_bytes", "log_retention", "checkpoint_batches")
     over = {k: getattr(args, k, None) for k in keys}

@@ -128,6 +128,7 @@ def query_writer(spark, cfg: Config, bytes_read=None):
               .option("path", str(cfg.log_dir))
               .option("shards", cfg.shards)
               .option("maxRowsPerBatch", cfg.max_rows_per_batch)
+              .option("firstBatchRows", cfg.first_batch_rows)
               .load())
     events = events.coalesce(1) if cfg.shards == 1 else events.repartition(cfg.shards, "shard")
     results = events.mapInArrow(

@@ -43,7 +43,8 @@ def range_batch(keys: list[int], lo: int, hi: int) -> pa.RecordBatch:
 class IngressDataSource(DataSource):
     """`spark.readStream.format("marketspread_ingress").option("path", LOG_DIR)`.
 
-    Options: `path` (log folder), `shards` (symbol shards), `maxRowsPerBatch`.
+    Options: `path` (log folder), `shards` (symbol shards), `maxRowsPerBatch`,
+    `firstBatchRows` (the cap of the first batch that reads records; 0 or unset: `maxRowsPerBatch`).
     """
 
     @classmethod
@@ -61,13 +62,18 @@ class IngressRangeReader(SimpleDataSourceStreamReader):
     """Plans each batch as the log range from the last offset to the durable head.
 
     At most `maxRowsPerBatch` records per batch (admission control is the reader's own
-    choice of end offset here).
+    choice of end offset here), and at most `firstBatchRows` in the first batch this
+    reader plans: a query's first batch runs in a JVM and a worker not yet warm, and a
+    smaller one gives the first results sooner. A restarted query builds a new reader,
+    whose first batch is small again.
     """
 
     def __init__(self, options):
         self.path = options["path"]
         self.keys = shard_keys(int(options.get("shards", Config.shards)))
         self.max_rows = int(options.get("maxRowsPerBatch", 500_000))
+        first = int(options.get("firstBatchRows", 0))
+        self.next_rows = min(self.max_rows, first) if first > 0 else self.max_rows
 
     def initialOffset(self) -> dict:
         return {"seq": 0}
@@ -77,9 +83,10 @@ class IngressRangeReader(SimpleDataSourceStreamReader):
 
     def read(self, start: dict):
         lo = int(start["seq"])
-        hi = min(read_head(self.path), lo + self.max_rows)
+        hi = min(read_head(self.path), lo + self.next_rows)
         if hi <= lo:
             return iter(()), start
+        self.next_rows = self.max_rows
         return iter(self._rows(lo, hi)), {"seq": hi}
 
     def readBetweenOffsets(self, start: dict, end: dict):

@@ -42,6 +42,31 @@ def test_reader_plans_the_log_range_up_to_the_head_in_capped_steps(tmp_path):
     assert list(reader.readBetweenOffsets({"seq": 1}, {"seq": 1})) == []
 
 
+def test_the_first_batch_a_reader_plans_is_capped_smaller(tmp_path):
+    """The first batch after each start is at most firstBatchRows; later ones maxRowsPerBatch."""
+    log = tmp_path / "log"
+    w = LogWriter(log, fsync=False)
+    w.append(np.zeros((10, 8), np.uint8), 10)
+    w.commit()
+    w.close()
+    opts = {"path": str(log), "shards": "1", "maxRowsPerBatch": "4", "firstBatchRows": "2"}
+    reader = IngressRangeReader(opts)
+    assert reader.read({"seq": 0})[1] == {"seq": 0 + 2}
+    assert reader.read({"seq": 2})[1] == {"seq": 6}
+    assert reader.read({"seq": 6})[1] == {"seq": 10}
+    # A restarted query builds a new reader: its first batch is small again.
+    assert IngressRangeReader(opts).read({"seq": 6})[1] == {"seq": 8}
+    # A batch with nothing to read does not use up the small first batch.
+    empty = tmp_path / "empty"
+    LogWriter(empty, fsync=False).close()
+    idle = IngressRangeReader({**opts, "path": str(empty)})
+    assert idle.read({"seq": 0})[1] == {"seq": 0}
+    assert idle.next_rows == 2
+    # 0, or a cap above maxRowsPerBatch, leaves every batch at maxRowsPerBatch.
+    for first in ("0", "9"):
+        assert IngressRangeReader({**opts, "firstBatchRows": first}).read({"seq": 0})[1] == {"seq": 4}
+
+
 def test_spark_source_runner_sends_the_batch_without_importing_pandas():
     """Tuples would go through `pa.array`, which imports pandas (~0.18 s in the first batch)."""
     code = """
