@@ -38,18 +38,27 @@ def _buffer_address(batches):
 
     from engine.spark import worker_memory as wm
     for b in batches:
-        yield b.__class__.from_pydict({"pid": [os.getpid()], "address": [wm.read_buffer(1 << 20).ctypes.data]})
+        before = wm.read_buffer(0).size            # what the worker's earlier jobs left
+        yield b.__class__.from_pydict({"pid": [os.getpid()], "before": [before],
+                                       "address": [wm.read_buffer(1 << 20).ctypes.data]})
 
 
 def test_a_reused_worker_reads_every_batch_into_the_same_buffer(spark):
-    """Two jobs on one reused worker find the buffer the first one made (a function shipped by value)."""
-    def run():
-        return {(r.pid, r.address) for r in spark.range(0, 1, 1, 1).mapInArrow(
-            _buffer_address, "pid long, address long").collect()}
-    first, second = run(), run()
-    same_worker = {pid for pid, _ in first} & {pid for pid, _ in second}
-    assert same_worker, "the worker was not reused (spark.python.worker.reuse)"
-    assert first == second
+    """Jobs on a reused worker find the buffer its first job made (a function shipped by value).
+
+    The shared session may hold several idle workers, which Spark hands out in turn: run
+    enough jobs that some worker runs more than one, and hold every worker to one buffer.
+    """
+    seen: dict[int, set[int]] = {}
+    runs: dict[int, int] = {}
+    for _ in range(12):
+        for r in spark.range(0, 1, 1, 1).mapInArrow(_buffer_address, "pid long, before long, address long").collect():
+            if runs.get(r.pid):
+                assert r.before >= 1 << 20, "a reused worker's buffer was empty again"
+            seen.setdefault(r.pid, set()).add(r.address)
+            runs[r.pid] = runs.get(r.pid, 0) + 1
+    assert max(runs.values()) > 1, f"no worker was reused (spark.python.worker.reuse): {runs}"
+    assert all(len(addresses) == 1 for addresses in seen.values()), seen
 
 
 def test_freed_memory_is_kept_for_the_next_batch():
