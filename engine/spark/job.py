@@ -55,6 +55,7 @@ def make_check_market_data(log_dir: str, out_dir: str, state_dir: str, n_shards:
     def check_market_data(batches):
         """Run the rule over the shards' events of a batch; write results, state and samples."""
         t_start = time.time_ns()
+        worker_memory.prepare()
         planned = _ranges(batches)
         if not planned:
             return
