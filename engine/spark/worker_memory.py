@@ -37,8 +37,7 @@ _MMAP_THRESHOLD_MAX = 32 << 20     # glibc's upper bound on 64-bit; larger block
 _TRIM_THRESHOLD = 1 << 30          # give memory back only above 1 GiB free at the heap's top
 
 _buffer = np.empty(0, dtype=np.uint8)
-_kept: bool | None = None
-_frozen = False
+_prepared = False
 
 
 def prepare() -> None:
@@ -47,12 +46,13 @@ def prepare() -> None:
     Called at the start of every task (after its function was unpickled, so the job's
     modules are imported); only the first call in a worker does anything.
     """
-    global _frozen
+    global _prepared
+    if _prepared:
+        return
     keep_freed_memory()
-    if not _frozen:
-        gc.collect()           # what is garbage now would stay for good once frozen
-        gc.freeze()
-        _frozen = True
+    gc.collect()               # what is garbage now would stay for good once frozen
+    gc.freeze()
+    _prepared = True
 
 
 def read_buffer(n_bytes: int) -> np.ndarray:
@@ -65,18 +65,12 @@ def read_buffer(n_bytes: int) -> np.ndarray:
 
 def keep_freed_memory() -> bool:
     """Ask glibc to keep freed memory mapped for reuse; False where that is not glibc."""
-    global _kept
-    if _kept is None:
-        _kept = False
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            mallopt = libc.mallopt
-        except (OSError, AttributeError):
-            return False
-        mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-        _kept = bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX)) and bool(
-            mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
-    return _kept
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX)) and bool(mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
 
 
 def warm(records: int) -> None:
