@@ -7,9 +7,10 @@ batch, measured with JFR in bench/README.md). Two things run beside the query's 
 
 - a `mapInArrow` job (the query's own kind of Python task) of one row and partition
   per shard, which leaves one idle worker per shard (`spark.python.worker.reuse`) with
-  all of that imported, its read buffer mapped (worker_memory.warm) and the JVM's Arrow
-  runner classes loaded. One per shard: with more idle workers than tasks, Spark hands
-  them out in turn and a shard's batches alternate between them;
+  all of that imported and frozen out of garbage collection, its read buffer mapped
+  (worker_memory.warm) and the JVM's Arrow runner classes loaded. One per shard: with
+  more idle workers than tasks, Spark hands them out in turn and a shard's batches
+  alternate between them;
 - the plan, not the run, of a read of a one-row Python data source, which starts the
   read-planning daemon without starting a task (and so a second worker).
 """
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 
 
 def _touch(batches):
-    """Map the worker's read buffer for the batch size in the input; return nothing."""
+    """Prepare the worker and map its read buffer for the batch size in the input; return nothing."""
     for b in batches:
         for records in b.column("records").to_pylist():
             worker_memory.warm(records)

@@ -17,8 +17,13 @@ def _closure_functions(f):
     while todo:
         g = todo.pop()
         seen.append(g)
-        todo.extend(c.cell_contents for c in (g.__closure__ or ()) if callable(getattr(c, "cell_contents", None))
-                    and hasattr(c.cell_contents, "__code__"))
+        for cell in g.__closure__ or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:              # an empty cell
+                continue
+            if hasattr(value, "__code__"):
+                todo.append(value)
     return seen
 
 
