@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from collector.histogram import COUNTS_LEN, SparseCounts, bucket_indices, record_batch
+from collector.histogram import SparseCounts, record_batch
 
 STEP_INGRESS = "ingress"
 STEP_SOURCE = "source"
@@ -51,53 +51,6 @@ def record_step(step: str, pipeline: str, worker: str, values_ns: np.ndarray, ts
     if repeat != 1:
         counts = SparseCounts(counts.indices, counts.counts * repeat)
     return StepSample(pipeline, step, worker, int(ts_ns), counts)
-
-
-def record_groups(step: str, names: tuple[str, ...], group: np.ndarray, worker: str,
-                  values_ns: np.ndarray, ts_ns: int, weights: np.ndarray | None = None) -> list[StepSample]:
-    """Histogram values split by `group` (index into `names`) in one pass: one sample per
-    non-empty group. Bucketing once and counting the distinct `group * COUNTS_LEN + bucket`
-    keys avoids a boolean-mask gather per group (measured ~10x cheaper), and counting only
-    the keys present, not a dense array of every bucket (2 x 33,792), took a batch's
-    samples from ~1.3 ms to a fraction at ~1,700 events.
-    `weights`: how many events each value stands for (default one each)."""
-    values_ns = np.asarray(values_ns, dtype=np.int64)
-    if values_ns.size == 0:
-        return []
-    combined = bucket_indices(values_ns)
-    combined += np.asarray(group, dtype=np.int64) * COUNTS_LEN
-    keys, inverse = np.unique(combined, return_inverse=True)
-    counts = np.bincount(inverse.reshape(-1), weights=weights, minlength=len(keys))
-    counts = counts.astype(np.int64) if weights is not None else counts
-    groups = keys // COUNTS_LEN
-    out = []
-    for g, name in enumerate(names):
-        sel = (groups == g) & (counts > 0)
-        if sel.any():
-            out.append(StepSample(name, step, worker, int(ts_ns),
-                                  SparseCounts((keys[sel] - g * COUNTS_LEN).astype(np.int32), counts[sel])))
-    return out
-
-
-def subtract_groups(total: list[StepSample], part: list[StepSample]) -> list[StepSample]:
-    """Take `part`'s counts out of `total` (same step; samples matched by pipeline)."""
-    minus = {s.pipeline: s.counts for s in part}
-    out = []
-    for s in total:
-        m = minus.get(s.pipeline)
-        if m is None:
-            out.append(s)
-            continue
-        dense = np.zeros(COUNTS_LEN, np.int64)
-        dense[s.counts.indices] = s.counts.counts
-        np.subtract.at(dense, m.indices, m.counts)
-        if dense.min() < 0:
-            raise ValueError("subtracting counts that were never recorded")
-        nz = np.flatnonzero(dense)
-        if len(nz):
-            out.append(StepSample(s.pipeline, s.step, s.worker, s.ts_ns,
-                                  SparseCounts(nz.astype(np.int32), dense[nz])))
-    return out
 
 
 def encode_samples(samples: list[StepSample]) -> bytes:

@@ -13,7 +13,7 @@ from engine.config import Config
 from engine.ingress.log import RECORD_BYTES, LogReader
 from engine.ingress.shard_files import read_shard
 from engine.spark.batch_output import stamp_frames, write_shard_metrics, write_shard_results
-from engine.spark.step_metrics import event_runs, sink_samples, source_samples, state_samples
+from engine.spark.step_metrics import batch_samples
 from engine.wire.records import decode_events, shard_keys, shard_rows
 from engine.output.results import encode_results
 from engine.rule import apply_rule
@@ -99,10 +99,7 @@ def make_check_market_data(log_dir: str, out_dir: str, state_dir: str, n_shards:
         if metrics:
             t_end = time.time_ns()
             worker = worker_name(ctx.partitionId())
-            runs = event_runs(ev)
-            own = source_samples(ev, worker, t0, runs) + state_samples(ev, out.rows, worker, t0, t1, runs)
-            if len(out.rows):
-                own += sink_samples(ev["ingest_ns"][out.rows], worker, t1, written)
+            own = batch_samples(ev, out.rows, worker, t0, t1, written)
             busy = StepBusy(worker, t_end, {STEP_SOURCE: t0 - t_start, STEP_CHECK: t1 - t0, STEP_SINK: t_end - t1})
             write_shard_metrics(out_dir, batch, shard, encode_samples(own), busy.to_bytes())
 

@@ -6,13 +6,7 @@ import numpy as np
 from collector.samples import STEP_CHECK, STEP_E2E, STEP_SINK, STEP_SOURCE, record_step
 from engine.wire.fixish import NBBO_TYPE, ORDER_TYPE
 from engine.wire.records import EVENT_DTYPE
-from engine.spark.step_metrics import sink_samples, source_samples, state_samples
-
-
-def task_samples(ev, rejected, worker, t0, t1, written):
-    """What one batch's state task records for its source, state and sink steps."""
-    return (source_samples(ev, worker, t0) + state_samples(ev, rejected, worker, t0, t1)
-            + sink_samples(np.ascontiguousarray(ev["ingest_ns"])[rejected], worker, t1, written))
+from engine.spark.step_metrics import batch_samples
 
 
 def _plain(ev, rejected, t0, t1, written):
@@ -52,7 +46,7 @@ def test_task_samples_equal_plain_recording():
     ev["kind"] = np.where(rng.random(n) < 0.5, NBBO_TYPE, ORDER_TYPE)
     rejected = np.flatnonzero((ev["kind"] == ORDER_TYPE) & (rng.random(n) < 0.1))
     t1, written = t0 + 3_000_000, t0 + 5_000_000
-    got = _merged(task_samples(ev, rejected, "w", t0, t1, written))
+    got = _merged(batch_samples(ev, rejected, "w", t0, t1, written))
     want = _merged(_plain(ev, rejected, t0, t1, written).values())
     assert got == want
     assert sum(sum(d.values()) for (step, _), d in got.items() if step == STEP_E2E) == n
@@ -62,5 +56,22 @@ def test_a_batch_without_results_or_orders():
     ev = np.zeros(5, EVENT_DTYPE)
     ev["kind"] = NBBO_TYPE
     ev["ingest_ns"] = 100
-    got = _merged(task_samples(ev, np.empty(0, np.int64), "w", 1_000, 2_000, 2_000))
+    got = _merged(batch_samples(ev, np.empty(0, np.int64), "w", 1_000, 2_000, 2_000))
     assert set(got) == {(STEP_SOURCE, "nbbo"), (STEP_CHECK, "nbbo"), (STEP_E2E, "nbbo")}
+
+
+def test_each_sample_is_stamped_when_its_step_ended():
+    ev = np.zeros(6, EVENT_DTYPE)
+    ev["kind"] = [NBBO_TYPE, ORDER_TYPE, ORDER_TYPE, NBBO_TYPE, ORDER_TYPE, ORDER_TYPE]
+    ev["ingest_ns"] = [10, 10, 20, 20, 20, 30]
+    got = batch_samples(ev, np.array([2, 5]), "w", 1_000, 2_000, 3_000)
+    stamps = [(s.step, s.pipeline, s.ts_ns, s.counts.total) for s in got]
+    assert stamps == [(STEP_SOURCE, "nbbo", 1_000, 2), (STEP_SOURCE, "orders", 1_000, 4),
+                      (STEP_CHECK, "nbbo", 2_000, 2), (STEP_CHECK, "orders", 2_000, 4),
+                      (STEP_E2E, "nbbo", 2_000, 2), (STEP_E2E, "orders", 2_000, 2),
+                      (STEP_SINK, "orders", 3_000, 2), (STEP_E2E, "orders", 3_000, 2)]
+    assert all(s.worker == "w" for s in got)
+
+
+def test_an_empty_batch_records_nothing():
+    assert batch_samples(np.zeros(0, EVENT_DTYPE), np.empty(0, np.int64), "w", 1, 2, 3) == []
