@@ -78,6 +78,7 @@ class _RunState:
         self.recent: deque[BatchProgress] = deque()
         self.batches = 0
         self.events = 0
+        self.backpressure_ns: int | None = None      # end of the batch of the last backpressure point
 
 
 class SparkMetricsListener(JsonEventsListener):
@@ -87,11 +88,15 @@ class SparkMetricsListener(JsonEventsListener):
     query was seen, progress of other runs (late events of an earlier query) is ignored.
     Callbacks never block: a full queue (`max_pending` records) drops and counts
     (`dropped`); an event that fails to convert is counted (`failures`), logged once.
+    A `spark_progress` point is written per batch, a `backpressure` point (figures over
+    the last `window_s`) at most once per `backpressure_every_s` of batch time: at 25
+    batches a second, recomputing the window for every batch cost the driver ~2 % of a
+    core (bench/README.md).
     """
 
     def __init__(self, run: str, writer, query_name: str | None = None, *,
                  max_pending: int = 10_000, window_s: float = WINDOW_S, muted_share_fn=None,
-                 latest_offset_fn=None, state_size_fn=None):
+                 latest_offset_fn=None, state_size_fn=None, backpressure_every_s: float = 1.0):
         """`muted_share_fn(window_s)`, if given, returns the ingress' muted share over the
         last window (or None); it is called from the consumer thread, never the bus.
         `latest_offset_fn()`, if given, returns the source's latest offset (seq) for the
@@ -107,6 +112,7 @@ class SparkMetricsListener(JsonEventsListener):
         self.writer = writer
         self.query_name = query_name
         self.window_s = window_s
+        self.backpressure_every_ns = int(backpressure_every_s * 1e9)
         self.dropped = 0
         self.failures = 0
         self._queue: queue.Queue[Record] = queue.Queue(max_pending)
@@ -276,9 +282,12 @@ class SparkMetricsListener(JsonEventsListener):
         horizon = rec.end_ns - int(self.window_s * 1e9)
         while st.recent and st.recent[0].end_ns < horizon:
             st.recent.popleft()
+        out.append(progress_point(rec, self.dropped))
+        if st.backpressure_ns is not None and rec.end_ns - st.backpressure_ns < self.backpressure_every_ns:
+            return out
+        st.backpressure_ns = rec.end_ns
         figures = job_figures(list(st.recent), rec.end_ns, self.window_s, not_before_ns=st.floor_ns,
                               backlogs=[(r.end_ns, r.backlog) for r in st.recent if r.backlog is not None],
                               ingress_muted_share=self.muted_share_fn(self.window_s) if self.muted_share_fn else None)
-        out.append(progress_point(rec, self.dropped))
         out.append(backpressure_point(rec.run, STEP_JOB, figures, rec.end_ns))
         return out

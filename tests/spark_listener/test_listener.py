@@ -100,7 +100,7 @@ def test_state_kept_outside_spark_is_reported_from_the_jobs_own_figure():
 
 def test_events_become_runs_progress_and_backpressure_points():
     w = MemoryWriter()
-    lst = SparkMetricsListener("r1", w, "market-spread").start()
+    lst = SparkMetricsListener("r1", w, "market-spread", backpressure_every_s=0).start()
     lst.onQueryStarted(_started(0.0))
     lst.onQueryProgress(_progress(0, 1.0, None, 1000, 3000))
     lst.onQueryProgress(_progress(1, 1.5, 1000, 3000, 3000, ms=500))
@@ -130,6 +130,20 @@ def test_events_become_runs_progress_and_backpressure_points():
     assert bp[1].fields["busy_share"] == pytest.approx(0.9 / 2.0) and bp[1].fields["status"] == "OK"
     assert bp[1].fields["backlog"] == 0 and bp[1].fields["backlog_growth_per_s"] == pytest.approx(-2000 / 0.6)
     assert "backpressured_share" not in bp[1].fields
+
+
+def test_backpressure_is_written_once_a_second_of_batches_and_progress_every_batch():
+    w = MemoryWriter()
+    lst = SparkMetricsListener("r1", w, "market-spread").start()
+    lst.onQueryStarted(_started(0.0))
+    for b in range(12):              # batches ending 0.25 s apart: 1.2 s ... 4.0 s
+        lst.onQueryProgress(_progress(b, 1.0 + 0.25 * b, 100 * b or None, 100 * (b + 1), 100 * (b + 1), ms=200))
+    lst.onQueryTerminated(_terminated())
+    assert lst.wait_terminated(1) and lst.flush(5)
+    lst.stop()
+    assert len(w.measurement("spark_progress")) == 12
+    ends = [p.time_ns for p in w.measurement("backpressure")]
+    assert [round((t - T0_NS) / S, 2) for t in ends] == [1.2, 2.2, 3.2]
 
 
 def test_failed_query_is_marked_with_its_truncated_error():
@@ -260,4 +274,5 @@ def test_real_query_writes_progress_and_run_to_influxdb(spark, influx_client, tm
     assert len(runs) == 1 and runs[0]["status"] == "finished"
     assert runs[0]["events"] == rep.accepted and runs[0]["end_ns"] > runs[0]["start_ns"]
     bp = rows('SELECT * FROM "backpressure" WHERE "run" = $run')
-    assert len(bp) == len(prog) and all(0 <= r["busy_share"] <= 1 and r["step"] == "job" for r in bp)
+    # one per second of batches (the first batch's included), not one per batch
+    assert 1 <= len(bp) <= len(prog) and all(0 <= r["busy_share"] <= 1 and r["step"] == "job" for r in bp)
