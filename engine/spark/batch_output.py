@@ -71,10 +71,15 @@ def write_shard_metrics(out_dir: str | os.PathLike, batch: int, shard: int, samp
     while the ingress fsyncs its log, on the batch's critical path, and these are figures,
     not results. A SIGKILL loses nothing (the page cache keeps the file); after a power
     cut a committed batch may lack its figures or have a torn file, which the reader
-    skips (`read_shard_metrics`).
+    skips (`read_shard_metrics`). No `mkdir` when the folder is there: even a failing one
+    locks the batches' folder, which the next batch's task and the readers also use.
     """
-    d = _shard_dir(out_dir, batch)
-    with open(d / f"{shard}.metrics", "wb") as f:
+    name = f"{shard}.metrics"
+    try:                                 # the batch's folder exists when it has results
+        f = open(batch_dir(out_dir, batch) / name, "wb")
+    except FileNotFoundError:
+        f = open(_shard_dir(out_dir, batch) / name, "wb")
+    with f:
         f.write(busy + b"\n" + samples)
 
 

@@ -104,11 +104,15 @@ def save(folder: str, shard: int, batch: int, state: ShardState, retain: int) ->
     """
     first = (folder, shard) not in _CACHE
     path = _path(folder, shard, batch)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:                                 # no mkdir per batch: even a failing one locks the parent
+        f = open(tmp, "wb")
+    except FileNotFoundError:            # the shard's first snapshot
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(tmp, "wb")
     # Durable before the task ends, as the batch's results are (batch_output.py): a commit
     # that survives a power cut must find the snapshot it followed, not an older one.
-    with open(tmp, "wb") as f:
+    with f:
         f.write(encode(state))
         f.flush()
         os.fsync(f.fileno())

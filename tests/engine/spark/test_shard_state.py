@@ -115,3 +115,14 @@ def test_state_size_is_the_newest_snapshot_of_each_shard(tmp_path):
     rows, nbytes = shard_state.state_size(folder)
     assert rows == 17
     assert nbytes == len(shard_state.encode(_state(12, 2))) + len(shard_state.encode(_state(5, 3)))
+
+
+def test_a_worker_that_saved_before_makes_a_removed_folder_again(tmp_path):
+    """Saves skip the per-batch mkdir; a shard folder removed under a live worker is made again."""
+    import shutil
+    folder = str(tmp_path / "state")
+    shard_state.save(folder, 0, 1, _state(3), retain=100)
+    shutil.rmtree(folder)
+    shard_state.save(folder, 0, 2, _state(4, 2), retain=100)
+    shard_state._CACHE.clear()
+    assert _equal(shard_state.load(folder, 0, 3), _state(4, 2))
