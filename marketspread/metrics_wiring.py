@@ -144,6 +144,27 @@ class IngressMutedShare:
         return muted_share([s for s in self._samples if s.ts_ns >= horizon])
 
 
+class Throttled:
+    """A gauge read through `fn()` at most once per `every_s`; calls in between get the last value.
+
+    For the listener's per-batch callbacks: the job's state size lists the snapshot folder
+    its task writes into, and at 25 batches a second that listing, repeated for a figure
+    that moves slowly, was driver CPU on a machine the batch's task shares.
+    """
+
+    def __init__(self, fn, every_s: float = 1.0):
+        self.fn = fn
+        self.every_s = every_s
+        self._at: float | None = None
+        self._value = None
+
+    def __call__(self):
+        now = time.monotonic()
+        if self._at is None or now - self._at >= self.every_s:
+            self._value, self._at = self.fn(), now
+        return self._value
+
+
 def attach_listener(spark, run: str, writer, log_dir: Path, state_folder: Path):
     """Add the metrics listener to a session (before the query starts); return it.
 
@@ -153,7 +174,7 @@ def attach_listener(spark, run: str, writer, log_dir: Path, state_folder: Path):
     from engine.spark.shard_state import state_size  # lazy: with the job, as above
     listener = SparkMetricsListener(run, writer, QUERY_NAME, muted_share_fn=IngressMutedShare(log_dir),
                                     latest_offset_fn=lambda: read_head(log_dir),
-                                    state_size_fn=lambda: state_size(state_folder)).start()
+                                    state_size_fn=Throttled(lambda: state_size(state_folder))).start()
     spark.streams.addListener(listener)
     return listener
 
