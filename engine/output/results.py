@@ -9,7 +9,7 @@ from typing import Iterator
 
 import numpy as np
 
-from engine.spark.batch_output import batch_dir, read_shard_metrics
+from engine.spark.batch_output import KEY_BYTES, TornFigures, batch_dir, read_shard_figures
 from engine.wire.fixish import RESULT_LEN
 from engine.wire.records import order_id_bytes, symbol_bytes
 from engine.storage.retention import BatchFootprint
@@ -83,21 +83,29 @@ def read_batch(out_dir: str | os.PathLike, batch: int) -> CommittedBatch:
     """Read what a committed batch wrote (an empty batch wrote nothing)."""
     d = batch_dir(out_dir, batch)
     try:
-        names = sorted(os.listdir(d), key=lambda n: (len(n), n))
+        with os.scandir(d) as it:
+            sizes = {e.name: e.stat().st_size for e in it}
     except FileNotFoundError:
-        names = []
-    parts = [d / n for n in names if n.endswith(".bin")]
-    metrics, busy = [], []
-    for n in names:
-        if n.endswith(".metrics"):
-            got = read_shard_metrics(d / n)
-            if got is None:
-                log.warning("batch %d: %s is torn (a power cut before it reached the disk); its "
-                            "latency figures are skipped", batch, d / n)
-                continue
-            metrics.append(got[0])
-            busy.append(got[1])
-    count = sum(p.stat().st_size for p in parts) // RESULT_FRAME.itemsize
+        sizes = {}
+    shards = sorted({int(stem) for stem, _, ext in (n.partition(".") for n in sizes)
+                     if stem.isdigit() and ext in ("bin", "seq", "metrics")})
+    parts, metrics, busy = [], [], []
+    count = 0
+    for shard in shards:
+        results = 0
+        if f"{shard}.bin" in sizes:
+            parts.append(d / f"{shard}.bin")
+            results = sizes[f"{shard}.bin"] // RESULT_FRAME.itemsize
+            count += results
+        try:
+            got = read_shard_figures(d, shard, results, sizes)
+        except TornFigures as e:
+            log.warning("batch %d: %s is torn (a power cut before it reached the disk); its "
+                        "latency figures are skipped", batch, e)
+            continue
+        if got is not None:
+            metrics.append(got.samples)
+            busy.append(got.busy)
     try:
         committed = os.stat(commit_log_dir(out_dir) / str(batch)).st_mtime_ns
     except FileNotFoundError:
@@ -143,6 +151,12 @@ def iter_parts(out_dir: str | os.PathLike) -> Iterator[Path]:
         yield from m.parts
 
 
+def _read_keys(path: Path, n: int) -> bytes:
+    """The (seq, ingest ns) keys of a `.seq` sidecar's `n` results, without the figures after them."""
+    with open(path, "rb") as f:
+        return f.read(n * KEY_BYTES)
+
+
 @dataclass(frozen=True)
 class RetainedResults:
     """The committed results retention still keeps: batches `first..last`, whole."""
@@ -159,8 +173,9 @@ def read_retained(out_dir: str | os.PathLike) -> RetainedResults:
     for b in range(retained_from(out_dir), last + 1):
         try:
             m = read_batch(out_dir, b)
-            got.append((b, b"".join(p.read_bytes() for p in m.parts),
-                        b"".join(p.with_suffix(".seq").read_bytes() for p in m.parts)))
+            frames = [p.read_bytes() for p in m.parts]
+            got.append((b, b"".join(frames), b"".join(_read_keys(p.with_suffix(".seq"), len(f) // RESULT_FRAME.itemsize)
+                                                      for p, f in zip(m.parts, frames))))
         except FileNotFoundError:
             pass                      # deleted while reading: dropped below
     first = max(retained_from(out_dir), got[0][0] if got else last + 1)

@@ -1,36 +1,52 @@
 """A shard's output of one micro-batch, written by the stateful task itself.
 
 The state task encodes its rejected orders as Wallaroo OrderResult frames and writes
-them, with a `.seq` sidecar (seq, ingest ns per result), its latency samples (`.metrics`)
-and how long each step kept it busy (also `.metrics`), under `<out>/batches/<batchId>/<shard>.*`, fsync'd before the task ends. The names depend
-only on the batch id and the shard, and a batch's input and starting state are fixed by
-Spark's checkpoint, so a batch that Spark runs again after a crash rewrites the same
-files with the same records. A batch becomes visible when Spark commits it
+them under `<out>/batches/<batchId>/<shard>.bin`, then their `.seq` sidecar: the
+(seq, ingest ns) key of each result, followed, with metrics on, by the task's latency
+samples and how long each step kept it busy (a trailer, `ShardFigures`). Both files are
+fsync'd before the task ends. Latency figures have no file of their own: every file a
+batch creates costs the task an inode (27 % of the workers' CPU in a `perf` profile). The
+names depend only on the batch id and the shard, and a batch's input and starting state
+are fixed by Spark's checkpoint, so a batch that Spark runs again after a crash rewrites
+the same files with the same records. A batch becomes visible when Spark commits it
 (`results.committed_batch`): no sink stage and no driver-side commit of our own, which
 measured ~200 ms per micro-batch with a Python data sink.
+
+`<shard>.seq`: n little-endian int64 pairs (seq, ingest ns), n = size of `<shard>.bin` /
+the frame size (0 when the shard had no results and wrote no `.bin`), then, if any, the
+trailer: a `_FIGURES_HEAD` (magic, busy length, samples length, CRC-32 of both), the busy
+JSON bytes, the samples bytes. The previous version wrote the figures to a
+`<shard>.metrics` file (busy, newline, samples); `read_shard_figures` still reads those.
 """
 from __future__ import annotations
 
 import os
+import struct
+import zlib
 from pathlib import Path
+from typing import Mapping, NamedTuple
 
 import numpy as np
 
 BATCHES = "batches"
+KEY_BYTES = 16                           # one (seq, ingest ns) pair of a `.seq` sidecar
+_FIGURES_MAGIC = b"MSF1"
+_FIGURES_HEAD = struct.Struct("<4sIII")   # magic, busy length, samples length, CRC-32 of busy + samples
+
+
+class ShardFigures(NamedTuple):
+    """A shard's latency figures of one batch, in collector formats."""
+    samples: bytes                       # encoded step samples (collector.samples)
+    busy: bytes                          # step busy times (collector.backpressure.StepBusy)
+
+
+class TornFigures(ValueError):
+    """A shard's latency figures did not all reach the disk (a power cut); its results are intact."""
 
 
 def batch_dir(out_dir: str | os.PathLike, batch: int) -> Path:
     """Folder of one batch's shard outputs."""
     return Path(out_dir) / BATCHES / f"{batch:012d}"
-
-
-def _write_durable(path: Path, data: bytes) -> None:
-    # Written in place: readers look at a batch only once Spark has committed it, and a
-    # rerun of an uncommitted batch truncates and rewrites the same file.
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def fsync_dir(path: Path) -> None:
@@ -52,44 +68,97 @@ def _shard_dir(out_dir: str | os.PathLike, batch: int) -> Path:
     return d
 
 
-def write_shard_results(out_dir: str | os.PathLike, batch: int, shard: int, frames: bytes,
-                        seqs: bytes) -> None:
-    """Write one shard's results of `batch`: OrderResult `frames` and their `seqs` sidecar."""
-    if not frames:
-        return
-    d = _shard_dir(out_dir, batch)
-    _write_durable(d / f"{shard}.seq", seqs)
-    _write_durable(d / f"{shard}.bin", frames)
-    fsync_dir(d)
-
-
-def write_shard_metrics(out_dir: str | os.PathLike, batch: int, shard: int, samples: bytes,
-                        busy: bytes) -> None:
-    """Write one shard's step `busy` times and latency `samples` of `batch` (collector formats).
-
-    One file, not fsync'd: an fsync per task costs milliseconds to tens of milliseconds
-    while the ingress fsyncs its log, on the batch's critical path, and these are figures,
-    not results. A SIGKILL loses nothing (the page cache keeps the file); after a power
-    cut a committed batch may lack its figures or have a torn file, which the reader
-    skips (`read_shard_metrics`). No `mkdir` when the folder is there: even a failing one
-    locks the batches' folder, which the next batch's task and the readers also use.
-    """
-    name = f"{shard}.metrics"
-    try:                                 # the batch's folder exists when it has results
+def _write(out_dir: str | os.PathLike, batch: int, name: str, data: bytes, durable: bool) -> None:
+    # No `mkdir` when the folder is there: even a failing one locks the batches' folder,
+    # which the next batch's task and the readers also use. Written in place: readers look
+    # at a batch only once Spark has committed it, and a rerun of an uncommitted batch
+    # truncates and rewrites the same file.
+    try:
         f = open(batch_dir(out_dir, batch) / name, "wb")
     except FileNotFoundError:
         f = open(_shard_dir(out_dir, batch) / name, "wb")
     with f:
-        f.write(busy + b"\n" + samples)
+        f.write(data)
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
 
 
-def read_shard_metrics(path: Path) -> tuple[bytes, bytes] | None:
-    """Return (samples, busy) of a `.metrics` file, or None if it is torn."""
-    data = path.read_bytes()
+def _figures_trailer(figures: ShardFigures) -> tuple[bytes, bytes, bytes]:
+    crc = zlib.crc32(figures.samples, zlib.crc32(figures.busy))
+    return (_FIGURES_HEAD.pack(_FIGURES_MAGIC, len(figures.busy), len(figures.samples), crc),
+            figures.busy, figures.samples)
+
+
+def write_shard_frames(out_dir: str | os.PathLike, batch: int, shard: int, frames: bytes) -> None:
+    """Write one shard's OrderResult `frames` of `batch`, fsync'd; nothing if it has none.
+
+    Its sidecar follows (`write_shard_sidecar`), which also makes the names durable.
+    """
+    if frames:
+        _write(out_dir, batch, f"{shard}.bin", frames, durable=True)
+
+
+def write_shard_sidecar(out_dir: str | os.PathLike, batch: int, shard: int, seqs: bytes,
+                        figures: ShardFigures | None = None) -> None:
+    """Write the `seqs` keys of a shard's results of `batch`, then its latency `figures`, in one file.
+
+    With results, after their frames: fsync'd, then the folder, as the results must be.
+    With figures only, the file is not fsync'd: an fsync per task costs milliseconds to
+    tens of milliseconds while the ingress fsyncs its log, on the batch's critical path,
+    and these are figures, not results. A SIGKILL loses nothing (the page cache keeps the
+    file); after a power cut a committed batch may lack its figures or have them torn,
+    which the reader skips (`read_shard_figures`).
+    """
+    if not seqs and figures is None:
+        return
+    # Joined: the file gets one write(2), not one per part (copying a few kB costs less).
+    trailer = _figures_trailer(figures) if figures else ()
+    _write(out_dir, batch, f"{shard}.seq", b"".join((seqs, *trailer)), durable=bool(seqs))
+    if seqs:
+        fsync_dir(batch_dir(out_dir, batch))
+
+
+def write_shard_results(out_dir: str | os.PathLike, batch: int, shard: int, frames: bytes, seqs: bytes,
+                        figures: ShardFigures | None = None) -> None:
+    """Write one shard's output of `batch`: OrderResult `frames`, their `seqs` keys and its `figures`."""
+    write_shard_frames(out_dir, batch, shard, frames)
+    write_shard_sidecar(out_dir, batch, shard, seqs, figures)
+
+
+def _decode_trailer(data: bytes, path: Path) -> ShardFigures:
+    if len(data) >= _FIGURES_HEAD.size:
+        magic, n_busy, n_samples, crc = _FIGURES_HEAD.unpack_from(data)
+        body = memoryview(data)[_FIGURES_HEAD.size:]
+        if magic == _FIGURES_MAGIC and len(body) == n_busy + n_samples and zlib.crc32(body) == crc:
+            return ShardFigures(bytes(body[n_busy:]), bytes(body[:n_busy]))
+    raise TornFigures(path)
+
+
+def _decode_old(data: bytes, path: Path) -> ShardFigures:
     busy, sep, samples = data.partition(b"\n")
     if not sep or not busy.endswith(b"}"):
-        return None
-    return samples, busy
+        raise TornFigures(path)
+    return ShardFigures(samples, busy)
+
+
+def read_shard_figures(d: Path, shard: int, results: int, sizes: Mapping[str, int]) -> ShardFigures | None:
+    """Return a shard's figures in batch folder `d` (file name -> size), or None if it wrote none.
+
+    They follow the `results` keys of its `.seq` sidecar; in a folder of the previous
+    version, they are its `.metrics` file (a trailer wins over one: a batch that version
+    left uncommitted and this one ran again). Raises TornFigures when they are torn.
+    """
+    seq = f"{shard}.seq"
+    # A sidecar without results exists only for its figures: an empty one is torn.
+    if sizes.get(seq, 0) > results * KEY_BYTES or (seq in sizes and not results):
+        with open(d / seq, "rb") as f:
+            f.seek(results * KEY_BYTES)
+            return _decode_trailer(f.read(), d / seq)
+    old = f"{shard}.metrics"
+    if old in sizes:
+        return _decode_old((d / old).read_bytes(), d / old)
+    return None
 
 
 def stamp_frames(rows: np.ndarray, now_ns: int) -> tuple[bytes, bytes]:

@@ -15,9 +15,9 @@ import pytest
 
 from collector.backpressure import StepBusy
 from collector.samples import encode_samples, record_step
-from engine.spark.batch_output import write_shard_metrics
+from engine.spark.batch_output import ShardFigures, stamp_frames, write_shard_results
 from engine.output.metrics_shipper import MetricsShipper, ShipPosition, committed_intervals
-from engine.output.results import commit_log_dir
+from engine.output.results import RESULT_BLOCK_DTYPE, commit_log_dir
 
 RUN = "r1"
 S = 1_000_000_000
@@ -63,7 +63,8 @@ def _stored(store: dict) -> Counter:
 def _write_batches(out, first: int, n: int, t0: int, rng) -> None:
     """Batches 0.3 s apart, each with samples of two shards: intervals straddle batches.
 
-    As in Spark, a batch's tasks run after the batch before it committed.
+    As in Spark, a batch's tasks run after the batch before it committed. Some shards
+    have results, whose sidecar the samples follow; the others wrote samples only.
     """
     for b in range(first, first + n):
         ts = t0 + b * 3 * S // 10
@@ -72,7 +73,10 @@ def _write_batches(out, first: int, n: int, t0: int, rng) -> None:
             samples = [record_step("start-to-end", "orders", f"w/p{shard}", values, ts + shard),
                        record_step("source", "nbbo", f"w/p{shard}", values[:5], ts + shard)]
             busy = StepBusy(f"w/p{shard}", ts, {"source": 1000}).to_bytes()
-            write_shard_metrics(out, b, shard, encode_samples([s for s in samples if s]), busy)
+            rows = np.zeros(int(rng.integers(0, 3)), dtype=RESULT_BLOCK_DTYPE)
+            frames, seqs = stamp_frames(rows, ts) if len(rows) else (b"", b"")
+            write_shard_results(out, b, shard, frames, seqs,
+                                ShardFigures(encode_samples([s for s in samples if s]), busy))
         d = commit_log_dir(out)
         d.mkdir(parents=True, exist_ok=True)
         (d / str(b)).write_text("v1\n{}")
