@@ -3,8 +3,8 @@
 The state task encodes its rejected orders as Wallaroo OrderResult frames and writes
 them under `<out>/batches/<batchId>/<shard>.bin`, then their `.seq` sidecar: the
 (seq, ingest ns) key of each result, followed, with metrics on, by the task's latency
-samples and how long each step kept it busy (a trailer, `ShardFigures`). Both files are
-fsync'd before the task ends. Latency figures have no file of their own: every file a
+samples and how long each step kept it busy (a trailer, `ShardFigures`, appended after
+the results are durable; `ShardOutput`). The results are fsync'd before the task ends. Latency figures have no file of their own: every file a
 batch creates costs the task an inode (27 % of the workers' CPU in a `perf` profile). The
 names depend only on the batch id and the shard, and a batch's input and starting state
 are fixed by Spark's checkpoint, so a batch that Spark runs again after a crash rewrites
@@ -68,62 +68,88 @@ def _shard_dir(out_dir: str | os.PathLike, batch: int) -> Path:
     return d
 
 
-def _write(out_dir: str | os.PathLike, batch: int, name: str, data: bytes, durable: bool) -> None:
+def _open(out_dir: str | os.PathLike, batch: int, name: str):
     # No `mkdir` when the folder is there: even a failing one locks the batches' folder,
     # which the next batch's task and the readers also use. Written in place: readers look
     # at a batch only once Spark has committed it, and a rerun of an uncommitted batch
     # truncates and rewrites the same file.
     try:
-        f = open(batch_dir(out_dir, batch) / name, "wb")
+        return open(batch_dir(out_dir, batch) / name, "wb")
     except FileNotFoundError:
-        f = open(_shard_dir(out_dir, batch) / name, "wb")
-    with f:
-        f.write(data)
-        if durable:
-            f.flush()
-            os.fsync(f.fileno())
+        return open(_shard_dir(out_dir, batch) / name, "wb")
 
 
-def _figures_trailer(figures: ShardFigures) -> tuple[bytes, bytes, bytes]:
+def _durable(f, data: bytes) -> None:
+    f.write(data)
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def _figures_trailer(figures: ShardFigures) -> bytes:
     crc = zlib.crc32(figures.samples, zlib.crc32(figures.busy))
-    return (_FIGURES_HEAD.pack(_FIGURES_MAGIC, len(figures.busy), len(figures.samples), crc),
-            figures.busy, figures.samples)
+    return b"".join((_FIGURES_HEAD.pack(_FIGURES_MAGIC, len(figures.busy), len(figures.samples), crc),
+                     figures.busy, figures.samples))
 
 
-def write_shard_frames(out_dir: str | os.PathLike, batch: int, shard: int, frames: bytes) -> None:
-    """Write one shard's OrderResult `frames` of `batch`, fsync'd; nothing if it has none.
+class ShardOutput:
+    """One shard's files of one batch, written in two steps: its results, then its figures.
 
-    Its sidecar follows (`write_shard_sidecar`), which also makes the names durable.
+    `write_results` writes the OrderResult frames (`.bin`) and their keys (`.seq`), each
+    fsync'd, then the folder, as results must be. `write_figures` then appends the latency
+    figures to the still open `.seq` (or, for a shard without results, writes a `.seq` of
+    figures alone), without an fsync: an fsync per task costs milliseconds to tens of
+    milliseconds while the ingress fsyncs its log, on the batch's critical path, and these
+    are figures, not results. A SIGKILL loses nothing (the page cache keeps the file);
+    after a power cut a committed batch may lack its figures or have them torn, which the
+    reader skips (`read_shard_figures`). So the figures cost no file of their own, and the
+    sink's busy time they carry covers every byte and fsync of the results.
+
+    Example::
+
+        with ShardOutput(out_dir, batch, shard) as out:
+            out.write_results(frames, seqs)
+            out.write_figures(ShardFigures(samples, busy))
     """
-    if frames:
-        _write(out_dir, batch, f"{shard}.bin", frames, durable=True)
 
+    def __init__(self, out_dir: str | os.PathLike, batch: int, shard: int):
+        self.out_dir, self.batch, self.shard = out_dir, batch, shard
+        self._sidecar = None
 
-def write_shard_sidecar(out_dir: str | os.PathLike, batch: int, shard: int, seqs: bytes,
-                        figures: ShardFigures | None = None) -> None:
-    """Write the `seqs` keys of a shard's results of `batch`, then its latency `figures`, in one file.
+    def write_results(self, frames: bytes, seqs: bytes) -> None:
+        """Write the shard's OrderResult `frames` and their (seq, ingest ns) `seqs`, durably."""
+        if not frames:
+            return
+        with _open(self.out_dir, self.batch, f"{self.shard}.bin") as f:
+            _durable(f, frames)
+        self._sidecar = _open(self.out_dir, self.batch, f"{self.shard}.seq")
+        _durable(self._sidecar, seqs)
+        fsync_dir(batch_dir(self.out_dir, self.batch))
 
-    With results, after their frames: fsync'd, then the folder, as the results must be.
-    With figures only, the file is not fsync'd: an fsync per task costs milliseconds to
-    tens of milliseconds while the ingress fsyncs its log, on the batch's critical path,
-    and these are figures, not results. A SIGKILL loses nothing (the page cache keeps the
-    file); after a power cut a committed batch may lack its figures or have them torn,
-    which the reader skips (`read_shard_figures`).
-    """
-    if not seqs and figures is None:
-        return
-    # Joined: the file gets one write(2), not one per part (copying a few kB costs less).
-    trailer = _figures_trailer(figures) if figures else ()
-    _write(out_dir, batch, f"{shard}.seq", b"".join((seqs, *trailer)), durable=bool(seqs))
-    if seqs:
-        fsync_dir(batch_dir(out_dir, batch))
+    def write_figures(self, figures: ShardFigures) -> None:
+        """Append the shard's latency `figures` to its keys' sidecar (not fsync'd)."""
+        if self._sidecar is None:        # no results: the sidecar holds the figures alone
+            self._sidecar = _open(self.out_dir, self.batch, f"{self.shard}.seq")
+        self._sidecar.write(_figures_trailer(figures))
+
+    def close(self) -> None:
+        if self._sidecar is not None:
+            self._sidecar.close()
+            self._sidecar = None
+
+    def __enter__(self) -> "ShardOutput":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def write_shard_results(out_dir: str | os.PathLike, batch: int, shard: int, frames: bytes, seqs: bytes,
                         figures: ShardFigures | None = None) -> None:
-    """Write one shard's output of `batch`: OrderResult `frames`, their `seqs` keys and its `figures`."""
-    write_shard_frames(out_dir, batch, shard, frames)
-    write_shard_sidecar(out_dir, batch, shard, seqs, figures)
+    """Write one shard's output of `batch` in one call: `frames`, their `seqs` keys, its `figures`."""
+    with ShardOutput(out_dir, batch, shard) as out:
+        out.write_results(frames, seqs)
+        if figures is not None:
+            out.write_figures(figures)
 
 
 def _decode_trailer(data: bytes, path: Path) -> ShardFigures:

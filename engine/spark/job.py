@@ -12,7 +12,7 @@ from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, encode_samples
 from engine.config import Config
 from engine.ingress.log import RECORD_BYTES, LogReader
 from engine.ingress.shard_files import read_shard
-from engine.spark.batch_output import ShardFigures, stamp_frames, write_shard_frames, write_shard_sidecar
+from engine.spark.batch_output import ShardFigures, ShardOutput, stamp_frames
 from engine.spark.step_metrics import batch_samples
 from engine.wire.records import decode_events, shard_keys, shard_rows
 from engine.output.results import encode_results
@@ -95,15 +95,15 @@ def make_check_market_data(log_dir: str, out_dir: str, state_dir: str, n_shards:
             rows = encode_results(ev[out.rows], out.bid, out.offer)
             written = time.time_ns()
             frames, seqs = stamp_frames(rows, written)
-        write_shard_frames(out_dir, batch, shard, frames)
-        figures = None
-        if metrics:                      # in the keys' sidecar, written last: no file of their own
-            t_end = time.time_ns()       # (so the sink's busy time leaves out the sidecar's write)
-            worker = worker_name(ctx.partitionId())
-            own = batch_samples(ev, out.rows, worker, t0, t1, written)
-            busy = StepBusy(worker, t_end, {STEP_SOURCE: t0 - t_start, STEP_CHECK: t1 - t0, STEP_SINK: t_end - t1})
-            figures = ShardFigures(encode_samples(own), busy.to_bytes())
-        write_shard_sidecar(out_dir, batch, shard, seqs, figures)
+        with ShardOutput(out_dir, batch, shard) as output:
+            output.write_results(frames, seqs)
+            if metrics:                  # appended to the keys' sidecar: no file of their own
+                t_end = time.time_ns()
+                worker = worker_name(ctx.partitionId())
+                own = batch_samples(ev, out.rows, worker, t0, t1, written)
+                busy = StepBusy(worker, t_end, {STEP_SOURCE: t0 - t_start, STEP_CHECK: t1 - t0,
+                                                STEP_SINK: t_end - t1})
+                output.write_figures(ShardFigures(encode_samples(own), busy.to_bytes()))
 
     return check_market_data
 

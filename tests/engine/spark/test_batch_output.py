@@ -115,3 +115,20 @@ def test_a_rerun_batch_rewrites_the_same_files(monkeypatch, tmp_path):
     again = read_batch(out, 0)
     assert _files(out) == ["0.bin", "0.seq"]
     assert again.count == first.count and len(again.metrics) == len(again.busy) == 1
+
+
+def test_figures_follow_durable_results_in_the_same_sidecar(tmp_path):
+    """The results' files are whole on disk before the figures are added, and no file is added for them."""
+    from engine.spark.batch_output import KEY_BYTES, ShardFigures, ShardOutput, read_shard_figures
+
+    frames, seqs = b"\x01" * 59 * 3, np.arange(6, dtype="<i8").tobytes()
+    d = batch_dir(tmp_path, 7)
+    with ShardOutput(tmp_path, 7, 1) as out:
+        out.write_results(frames, seqs)
+        # What the sink step's busy time covers: both files, their fsyncs, the folder's.
+        assert (d / "1.bin").read_bytes() == frames and (d / "1.seq").read_bytes() == seqs
+        out.write_figures(ShardFigures(b"samples", b'{"busy": 1}'))
+    assert sorted(os.listdir(d)) == ["1.bin", "1.seq"]
+    assert (d / "1.seq").read_bytes()[:3 * KEY_BYTES] == seqs
+    sizes = {n: (d / n).stat().st_size for n in os.listdir(d)}
+    assert read_shard_figures(d, 1, 3, sizes) == ShardFigures(b"samples", b'{"busy": 1}')
