@@ -1,8 +1,9 @@
-"""`marketspread jvm-archive`: record the driver JVM's classes during a small replay, keep them.
+"""`marketspread jvm-archive`: the driver JVM's install artefacts, made once.
 
-The archive (engine/spark/jvm_archive.py) holds the classes a JVM loaded: a small replay
-through the same path as every run (session, Python data source, stateful query, the
-warm-up job) loads the ones a replay, a job or a test session needs.
+First the checkpoint file system's jar (engine/spark/local_fs.py), compiled with the
+JDK's `javac`; then the class archive (engine/spark/jvm_archive.py), the classes a JVM
+loaded during a small replay through the same path as every run (session, Python data
+source, stateful query, the warm-up job), recorded with that jar on the class path.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.config import Config
-from engine.spark import jvm_archive
+from engine.spark import jvm_archive, local_fs
 from engine.spark.session import build_session
 from engine.tools.generate import generate
 from marketspread.replay import QUICK_START, replay
@@ -22,8 +23,13 @@ log = logging.getLogger(__name__)
 
 
 def make_archive(cfg: Config, folder: Path = jvm_archive.ARCHIVE_DIR) -> Path:
-    """Run a 20,000-message replay in a recording JVM, then dump its classes; return the file."""
+    """Build the checkpoint file system's jar, run a 20,000-message replay in a recording JVM,
+    then dump its classes; return the archive. (`folder` other than the venv's: tests.)"""
     t0 = time.monotonic()
+    try:
+        log.info("checkpoint file system class: %s", local_fs.build(folder))
+    except RuntimeError as e:            # no JDK compiler: Hadoop's own class, as before
+        log.warning("%s; the checkpoint logs keep Hadoop's local file system (a forked chmod per file)", e)
     with tempfile.TemporaryDirectory(prefix="ms-jvm-archive-") as tmp:
         work = Path(tmp)
         nbbo, orders = work / "nbbo.msg", work / "orders.msg"

@@ -26,9 +26,13 @@ RECORD_OPTION = "-XX:+RecordDynamicDumpInfo"
 
 
 def archive_path(folder: Path = ARCHIVE_DIR) -> Path:
-    """The archive of this PySpark version (the JVM itself checks the JDK and class path)."""
+    """The archive of this PySpark version and class path (the JVM itself checks the JDK and the jars)."""
     import pyspark  # lazy: its version only when an archive is looked for
-    return folder / f"{_PREFIX}{pyspark.__version__}.jsa"
+    from engine.spark import local_fs  # lazy: it imports this module
+    # The class path is part of what the archive holds: a driver with the checkpoint
+    # file system's jar on it (local_fs.py) needs an archive recorded with that jar.
+    jar = local_fs.installed_jar(folder)
+    return folder / f"{_PREFIX}{pyspark.__version__}{'-' + jar.stem if jar else ''}.jsa"
 
 
 def java_options(folder: Path = ARCHIVE_DIR) -> str:
@@ -44,7 +48,7 @@ def dump(spark, folder: Path = ARCHIVE_DIR) -> Path:
     own). Written beside its final name and renamed, so a JVM never maps half a file;
     archives of other PySpark versions are removed.
     """
-    jcmd = _jcmd()
+    jcmd = java_tool("jcmd")
     path = archive_path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -62,14 +66,14 @@ def dump(spark, folder: Path = ARCHIVE_DIR) -> Path:
     return path
 
 
-def _jcmd() -> str:
-    """The JDK's jcmd next to the `java` Spark runs, else on PATH."""
+def java_tool(name: str) -> str:
+    """A JDK tool (`jcmd`, `javac`) next to the `java` Spark runs, else on PATH."""
     java = shutil.which("java")
     if java is not None:
-        beside = Path(java).resolve().parent / "jcmd"
+        beside = Path(java).resolve().parent / name
         if beside.is_file():
             return str(beside)
-    found = shutil.which("jcmd")
+    found = shutil.which(name)
     if found is None:
-        raise RuntimeError("jcmd not found: the archive needs a JDK (Debian: openjdk-17-jdk-headless)")
+        raise RuntimeError(f"{name} not found: it needs a JDK (Debian: openjdk-17-jdk-headless)")
     return found

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from engine.config import Config
-from engine.spark import jvm_archive
+from engine.spark import jvm_archive, local_fs
 
 
 def build_session(master: str = "local[*]", app_name: str = "market-spread", shards: int = Config.shards,
@@ -19,7 +19,8 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
     """Return a SparkSession for the job; workers use this interpreter.
 
     The driver JVM maps the class archive `marketspread jvm-archive` made, when there is one
-    (`archive`; jvm_archive.py).
+    (`archive`; jvm_archive.py), and its checkpoint logs use the local file system class
+    that command compiled, when there is one (local_fs.py).
 
     With a local master, Spark's scratch goes in a folder of this process in the system's
     temp folder, and those of processes that died without cleaning up (SIGKILL) are
@@ -52,6 +53,8 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
             "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
         "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
         "spark.hadoop.fs.file.impl.disable.cache": "true",
+        # ... and, on the driver, without a forked chmod per file either (local_fs.py).
+        **local_fs.session_conf(),
         "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",
         # JVM <-> Python workers over a Unix socket, not loopback TCP: over TCP each stateful
         # task stalled a steady ~40 ms (the mark of Nagle meeting delayed ACKs) between its
@@ -94,6 +97,7 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    local_fs.use(spark)
     return spark
 
 
