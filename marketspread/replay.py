@@ -33,10 +33,10 @@ from marketspread.replay_timing import ReplayMoments, ReplayTiming, batch_spans,
 log = logging.getLogger(__name__)
 PROGRESS_POLL_S = 5.0                  # how often the query's progress reports are collected
 # A replay's driver JVM lives one run and only plans, commits and passes a few rows per
-# batch; the work is in the Python workers. C1 alone compiles in a fraction of C2's CPU and
-# the serial collector runs no GC threads, leaving the cores to Python during start-up and
-# the first batch (bench/README.md, "Replay start-up"). The live job keeps the JVM's defaults.
-QUICK_START = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+# batch; the work is in the Python workers. The serial collector runs no GC threads, leaving
+# the cores to Python during start-up and the first batch (bench/README.md, "Replay
+# start-up"); every session's driver compiles with C1 alone (engine/spark/session.py).
+QUICK_START = {"spark.driver.extraJavaOptions": "-XX:+UseSerialGC"}
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,9 @@ from engine.config import Config
 from engine.spark import jvm_archive, local_fs
 
 
+C1_ONLY = "-XX:TieredStopAtLevel=1"
+
+
 def build_session(master: str = "local[*]", app_name: str = "market-spread", shards: int = Config.shards,
                   ui: bool = False, extra: dict[str, str] | None = None,
                   checkpoint_batches: int = Config.checkpoint_batches, archive: bool = True):
@@ -55,7 +58,11 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
         "spark.hadoop.fs.file.impl.disable.cache": "true",
         # ... and, on the driver, without a forked chmod per file either (local_fs.py).
         **local_fs.session_conf(),
-        "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",
+        # The driver JVM plans, logs and commits a few rows per batch: C1 alone. C2 was
+        # still compiling at 11-22 % of a core 60-200 s into a live run; at 50k events/s,
+        # job CPU 121 -> 109 % of a core and p99 to committed 103 -> 76 ms over 220 s
+        # (alternated 30-s runs: 126/119 -> 99/104 ms; bench/README.md, session 12).
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.level=WARN {C1_ONLY}",
         # JVM <-> Python workers over a Unix socket, not loopback TCP: over TCP each stateful
         # task stalled a steady ~40 ms (the mark of Nagle meeting delayed ACKs) between its
         # command and its Arrow input. p50 latency 262/238 -> 185/189 ms at 50k events/s.

@@ -107,3 +107,11 @@ def test_the_job_session_compiles_no_code(spark):
     before = jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount()
     spark.range(0, 5, 1, 1).selectExpr("id + 41 AS x", "CAST(id AS STRING) AS s").where("x % 2 = 1").collect()
     assert jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount() == before
+
+
+def test_the_driver_jvm_compiles_with_c1_only(spark):
+    """C2 kept compiling for minutes into a live run, on the batches' cores (session.py)."""
+    from engine.spark.session import C1_ONLY
+    jvm = spark.sparkContext._jvm
+    args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert C1_ONLY in args
