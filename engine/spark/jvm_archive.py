@@ -46,7 +46,8 @@ def dump(spark, folder: Path = ARCHIVE_DIR) -> Path:
 
     The JVM must have been started with `RECORD_OPTION` (and without an archive of its
     own). Written beside its final name and renamed, so a JVM never maps half a file;
-    archives of other PySpark versions are removed.
+    archives of other PySpark versions or class paths (an older checkpoint file system
+    jar, local_fs.py) are removed.
     """
     jcmd = java_tool("jcmd")
     path = archive_path(folder)
