@@ -80,7 +80,7 @@ class _Feeder(threading.Thread):
     def run(self) -> None:
         try:
             for stream, files in self.streams:
-                sent = sum(send_acknowledged(self.host, self.server.ports[stream], Path(f).read_bytes()) for f in files)
+                sent = sum(send_acknowledged(self.host, self.server.ports[stream], Path(f)) for f in files)
                 _wait_ingested(self.server, stream, sent, self.timeout)
             self.done_at = time.time()
         except BaseException as e:        # handed to the replay's thread by result()

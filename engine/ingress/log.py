@@ -95,6 +95,7 @@ class LogWriter:
         self._dirty: set[int] = set()
         self.on_durable = None
         self._undurable: list[np.ndarray] = []   # records appended since the last commit (for on_durable)
+        self._buf = np.empty((0, RECORD_BYTES), dtype=np.uint8)   # reused by every append
         self.size = self._recover()
         self.head = self.size
         write_u64(self.dir / "head", self.head)
@@ -127,13 +128,30 @@ class LogWriter:
                     os.close(dfd)
         return self._fd
 
+    def _records(self, payloads: np.ndarray, ingest_ns: int | np.ndarray) -> np.ndarray:
+        """Lay payload rows out as records, in a buffer the writer keeps between appends.
+
+        A fresh array per append (and `tobytes` of it) cost ~85 % of an append: every
+        chunk's memory was new pages, faulted in and zeroed (bench/README.md, session 13).
+        `on_durable` keeps the records until the commit, so then they get their own array.
+        """
+        n, width = payloads.shape
+        if self.on_durable is not None:
+            rec = np.empty((n, RECORD_BYTES), dtype=np.uint8)
+        else:
+            if len(self._buf) < n:
+                self._buf = np.empty((n, RECORD_BYTES), dtype=np.uint8)
+            rec = self._buf[:n]
+        ts = np.ascontiguousarray(np.broadcast_to(np.asarray(ingest_ns, dtype="<i8"), (n,)))
+        rec[:, :PAYLOAD_OFFSET] = ts.view(np.uint8).reshape(n, 8)
+        rec[:, PAYLOAD_OFFSET:PAYLOAD_OFFSET + width] = payloads
+        rec[:, PAYLOAD_OFFSET + width:] = 0
+        return rec
+
     def append(self, payloads: np.ndarray, ingest_ns: int | np.ndarray) -> int:
         """Append payload rows (n, <=56 bytes each); return the first sequence number."""
-        n, width = payloads.shape
-        rec = np.zeros((n, RECORD_BYTES), dtype=np.uint8)
-        ts = np.ascontiguousarray(np.broadcast_to(np.asarray(ingest_ns, dtype="<i8"), (n,)))
-        rec[:, :8] = ts.view(np.uint8).reshape(n, 8)
-        rec[:, PAYLOAD_OFFSET:PAYLOAD_OFFSET + width] = payloads
+        n = payloads.shape[0]
+        rec = self._records(payloads, ingest_ns)
         first = self.size
         done = 0
         while done < n:
@@ -141,12 +159,12 @@ class LogWriter:
             room = self.segment_records - seq % self.segment_records
             take = min(room, n - done)
             fd = self._open_for(seq)
-            data = rec[done:done + take].tobytes()
+            data = rec[done:done + take]       # written from the array itself: no copy
             self.size += take            # before the write: a failed one leaves a tail to roll back
             written = os.pwrite(fd, data, (seq % self.segment_records) * RECORD_BYTES)
-            if written != len(data):     # the disk filled during the call
+            if written != data.nbytes:   # the disk filled during the call
                 name = _seg_name(seq - seq % self.segment_records)
-                raise OSError(errno.ENOSPC, f"short write to log segment {name}: {written} of {len(data)} bytes")
+                raise OSError(errno.ENOSPC, f"short write to log segment {name}: {written} of {data.nbytes} bytes")
             done += take
         if self.on_durable is not None:
             self._undurable.append(rec)

@@ -14,7 +14,7 @@ from engine.ingress.log import RECORD_BYTES, LogReader
 from engine.ingress.shard_files import read_shard
 from engine.spark.batch_output import ShardFigures, ShardOutput, stamp_frames
 from engine.spark.step_metrics import batch_samples
-from engine.wire.records import decode_events, shard_keys, shard_rows
+from engine.wire.records import decode_events, event_columns, shard_keys, shard_rows
 from engine.output.results import encode_results
 from engine.rule import apply_rule
 from engine.spark import shard_state, worker_memory
@@ -67,32 +67,36 @@ def make_check_market_data(log_dir: str, out_dir: str, state_dir: str, n_shards:
         yield from ()
 
     def _check_shard(shard: int, ranges: list[tuple[int, int]], batch: int, ctx, t_start: int) -> None:
-        parts, nbytes = [], 0
+        recs, seq_parts, nbytes = [], [], 0
         for lo, hi in ranges:
             own = read_shard(log_dir, n_shards, shard, lo, hi) if n_shards > 1 else None
             if own is not None:
-                parts.append(decode_events(own.rec, own.seq))
+                recs.append(own.rec)
+                seq_parts.append(own.seq)
                 nbytes += own.nbytes
                 continue
             rec = LogReader(log_dir).read(lo, hi, worker_memory.read_buffer((hi - lo) * RECORD_BYTES))
+            nbytes += rec.nbytes
             if n_shards == 1:
-                parts.append(decode_events(rec, lo))
+                recs.append(rec)
+                seq_parts.append(np.arange(lo, hi, dtype=np.int64))
             else:
                 mine = shard_rows(rec, n_shards, shard)
-                parts.append(decode_events(rec[mine], lo + mine))
-            nbytes += rec.nbytes
+                recs.append(rec[mine])
+                seq_parts.append(lo + mine)
         if bytes_read is not None:
             bytes_read.add(nbytes)
-        ev = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        rec = recs[0] if len(recs) == 1 else np.concatenate(recs)
+        ev = event_columns(rec, seq_parts[0] if len(seq_parts) == 1 else np.concatenate(seq_parts))
         t0 = time.time_ns()
-        out = apply_rule(shard_state.load(state_dir, shard, batch), ev["seq"], ev["kind"], ev["symbol"],
-                         ev["a"], ev["b"])
+        out = apply_rule(shard_state.load(state_dir, shard, batch), ev.seq, ev.kind, ev.symbol, ev.a, ev.b)
         shard_state.save(state_dir, shard, batch, out.state, retain)
         t1 = time.time_ns()
         frames = seqs = b""
         written = t1
         if len(out.rows):
-            rows = encode_results(ev[out.rows], out.bid, out.offer)
+            # Only the rejected orders are decoded whole (their account, id, side).
+            rows = encode_results(decode_events(rec[out.rows], ev.seq[out.rows]), out.bid, out.offer)
             written = time.time_ns()
             frames, seqs = stamp_frames(rows, written)
         with ShardOutput(out_dir, batch, shard) as output:

@@ -48,9 +48,10 @@ BATCH_SLOTS = ((STEP_SOURCE, "nbbo", 0), (STEP_SOURCE, "orders", 0),
                (STEP_SINK, "orders", 2), (STEP_E2E, "orders", 2))
 
 
-def batch_samples(ev: np.ndarray, rejected: np.ndarray, worker: str, t0_ns: int, t1_ns: int,
+def batch_samples(ev, rejected: np.ndarray, worker: str, t0_ns: int, t1_ns: int,
                   written_ns: int) -> list[StepSample]:
-    """Every sample of a state task's batch: `source` and `start-to-end` per run of
+    """Every sample of a state task's batch (`ev`: its `EventColumns`, or any events with
+    `ingest_ns` and `kind` fields): `source` and `start-to-end` per run of
     `ingest_runs`, `check_market_data` and `sink` once, weighted by their events, and the
     rejected orders' `start-to-end` at the sink; `rejected` indexes `ev`.
 

@@ -195,19 +195,26 @@ class _Sender:
             self.last_report, self.last_sent = now, self.sent
 
 
-def send_acknowledged(host: str, port: int, data: bytes, timeout: float = 600.0) -> int:
-    """Send `data` on one connection, half-close, and wait until the ingress closes its side.
+def send_acknowledged(host: str, port: int, data: bytes | Path, timeout: float = 600.0) -> int:
+    """Send `data` (bytes, or a file's contents) on one connection, half-close, and wait
+    until the ingress closes its side; return the bytes sent.
 
     The ingress closes a connection once everything it read is durable in the log, so
-    the return (the bytes sent) means the whole input is logged.
+    the return means the whole input is logged. A file goes by `sendfile`, from the page
+    cache to the socket: never read into this process (a replay's files are GBs).
     """
     with socket.create_connection((host, port), timeout=60) as s:
-        s.sendall(data)
+        if isinstance(data, Path):
+            with open(data, "rb") as f:
+                sent = s.sendfile(f)
+        else:
+            s.sendall(data)
+            sent = len(data)
         s.shutdown(socket.SHUT_WR)
         s.settimeout(timeout)
         while s.recv(4096):
             pass
-    return len(data)
+    return sent
 
 
 def send_files(host: str, port: int, files: list[Path], rate: float | None = None,

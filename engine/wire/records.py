@@ -8,6 +8,8 @@ Symbols travel as the 4 symbol bytes read as a big-endian int32 and order ids as
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from engine.wire.fixish import NBBO_FIELDS, ORDER_FIELDS, ORDER_TYPE
@@ -83,6 +85,54 @@ def record_symbols(rec: np.ndarray) -> np.ndarray:
 def shard_rows(rec: np.ndarray, n_shards: int, shard: int) -> np.ndarray:
     """Indices of the records whose symbol belongs to `shard`, in log order."""
     return np.flatnonzero(shard_of(record_symbols(rec), n_shards) == shard)
+
+
+# What the rule and the latency samples read of every record, in place: the ingest time,
+# the type byte, and both layouts' symbol and two numbers (NBBO bid and offer, order qty
+# and price; big-endian, converted as they are read).
+_RULE_FIELDS = np.dtype({
+    "names": ["ingest_ns", "type", "nbbo_symbol", "order_symbol", "bid", "offer", "qty", "price"],
+    "formats": ["<i8", "i1", ">i4", ">i4", ">f8", ">f8", ">f8", ">f8"],
+    "offsets": [0, PAYLOAD_OFFSET, PAYLOAD_OFFSET + NBBO_FIELDS["symbol"], PAYLOAD_OFFSET + ORDER_FIELDS["symbol"],
+                PAYLOAD_OFFSET + NBBO_FIELDS["bid"], PAYLOAD_OFFSET + NBBO_FIELDS["offer"],
+                PAYLOAD_OFFSET + ORDER_FIELDS["qty"], PAYLOAD_OFFSET + ORDER_FIELDS["price"]],
+    "itemsize": RECORD_BYTES})
+
+
+@dataclass(frozen=True)
+class EventColumns:
+    """A batch's events as one contiguous array per field: what is read of every event.
+
+    Fields are also reachable by name (`cols["kind"]`), as in an `EVENT_DTYPE` array.
+    """
+    seq: np.ndarray        # int64
+    ingest_ns: np.ndarray  # int64
+    kind: np.ndarray       # int8
+    symbol: np.ndarray     # int32
+    a: np.ndarray          # float64: NBBO bid, order qty
+    b: np.ndarray          # float64: NBBO offer, order price
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return getattr(self, name)
+
+
+def event_columns(rec: np.ndarray, seq: int | np.ndarray) -> EventColumns:
+    """Read the rule's and the samples' fields of (n, 64) records (rows may be apart).
+
+    ~7 ms for 500,000 records, against ~55 ms for `decode_events`, which also decodes
+    the order-only fields: a batch decodes those for its rejected orders alone.
+    """
+    n = rec.shape[0]
+    f = rec.view(_RULE_FIELDS)[:, 0]
+    is_order = f["type"] == ORDER_TYPE
+    return EventColumns(
+        np.arange(seq, seq + n, dtype=np.int64) if np.ndim(seq) == 0 else np.asarray(seq, np.int64),
+        np.ascontiguousarray(f["ingest_ns"]), np.ascontiguousarray(f["type"]),
+        np.where(is_order, f["order_symbol"], f["nbbo_symbol"]).astype(np.int32, copy=False),
+        np.where(is_order, f["qty"], f["bid"]), np.where(is_order, f["price"], f["offer"]))
 
 
 def decode_events(rec: np.ndarray, seq: int | np.ndarray) -> np.ndarray:

@@ -99,3 +99,29 @@ def test_rule_on_wallaroo_demo_fixtures(fixtures):
     want = reference_results(msgs)
     assert len(msgs) == 350 + 2000 and len(want) > 0
     assert _run_batched(msgs, [100, 351, 1500, 2000]) == want
+
+
+def test_symbols_sharing_a_hash_slot_new_ones_and_zero_keep_their_own_state():
+    """Thousands of symbols (some share a slot of the rule's symbol table), symbol 0 and
+    negative ones, new symbols in every batch, a state from bytes or kept: all exact."""
+    rng = np.random.default_rng(11)
+    pool = np.unique(np.concatenate([rng.integers(-2**31, 2**31, 5000), [0, -1, 1]]).astype(np.int32))
+    n = 40_000
+    sym = pool[rng.integers(0, len(pool), n)]
+    kind = rng.choice(np.array([1, 2], np.int8), n)
+    bid = rng.choice([10.0, 100.0], n)
+    offer = bid + rng.choice([0.01, 1.0], n)
+    msgs = [Nbbo(int(s).to_bytes(4, "big", signed=True), b"t" * 21, b_, o_) if k == 2 else
+            Order(1, i, f"{i:06d}".encode(), int(s).to_bytes(4, "big", signed=True), 1.0, 2.0, b"t" * 21)
+            for i, (s, k, b_, o_) in enumerate(zip(sym, kind, bid, offer))]
+    want = reference_results(msgs)
+    for from_bytes in (True, False):
+        state, got = ShardState.empty(), []
+        for a, b in zip(range(0, n, 7000), range(7000, n + 7000, 7000)):
+            r = apply_rule(state, np.arange(a, min(b, n)), kind[a:b], sym[a:b], bid[a:b], offer[a:b])
+            state = ShardState.from_bytes(*r.state.to_bytes()) if from_bytes else r.state
+            for row, b_, o_ in zip(r.rows + a, r.bid, r.offer):
+                m = msgs[row]
+                got.append((m.side, m.account, m.order_id, m.symbol, m.qty, m.price, float(b_), float(o_)))
+        assert got == want
+        assert np.array_equal(state.symbols, np.unique(sym))

@@ -299,6 +299,22 @@ def test_log_read_into_a_buffer_across_segments_gives_a_view_of_it(tmp_path):
         r.read(0, 201, buf)
 
 
+def test_log_appends_through_the_reused_buffer_keep_every_record_whole(tmp_path):
+    """Wide rows, then narrower ones, then fewer: each record is its own payload, zero padded."""
+    w = LogWriter(tmp_path, segment_records=100, fsync=False)
+    wide = np.full((150, 56), 0xAB, np.uint8)
+    narrow = np.arange(120 * 42, dtype=np.uint64).astype(np.uint8).reshape(120, 42)
+    w.append(wide, 1)
+    w.append(narrow, np.arange(120, dtype=np.int64))
+    w.append(wide[:3], 9)
+    w.commit()
+    rec = LogReader(tmp_path, segment_records=100).read(0, 273)
+    ts = rec[:, :8].copy().view("<i8").reshape(-1)
+    assert (ts[:150] == 1).all() and np.array_equal(ts[150:270], np.arange(120)) and (ts[270:] == 9).all()
+    assert (rec[:150, 8:] == 0xAB).all() and (rec[270:, 8:] == 0xAB).all()
+    assert np.array_equal(rec[150:270, 8:50], narrow) and (rec[150:270, 50:] == 0).all()
+
+
 def test_log_write_on_a_full_disk_raises_and_rolls_back(tmp_path):
     with mounted_tmpfs(tmp_path / "disk", 1) as disk:
         w = LogWriter(disk / "log", fsync=True)

@@ -26,3 +26,28 @@ def test_record_symbols_reads_the_field_the_type_names_also_from_rows_apart():
     apart[:, 8:] = rec
     assert record_symbols(apart[:, 8:]).tolist() == want
     assert record_symbols(rec[:0]).tolist() == []
+
+
+def test_event_columns_equal_the_full_decode_also_from_rows_apart():
+    """The rule's columns read in place equal `decode_events`' fields, for either record type."""
+    from engine.wire.records import decode_events, event_columns
+    rng = np.random.default_rng(5)
+    rec = rng.integers(0, 256, (2000, 64), dtype=np.uint8)
+    rec[:, PAYLOAD_OFFSET] = rng.choice([NBBO_TYPE, ORDER_TYPE], 2000)
+    finite = rng.random((2000, 2)) * 1000             # random bytes would give NaNs, which never compare equal
+    for row, (x, y) in enumerate(finite):
+        kind = rec[row, PAYLOAD_OFFSET]
+        fields = ("bid", "offer") if kind == NBBO_TYPE else ("qty", "price")
+        where = NBBO_FIELDS if kind == NBBO_TYPE else ORDER_FIELDS
+        for name, value in zip(fields, (x, y)):
+            at = PAYLOAD_OFFSET + where[name]
+            rec[row, at:at + 8] = np.frombuffer(np.array(value, ">f8").tobytes(), np.uint8)
+    want = decode_events(rec, 100)
+    apart = np.zeros((2000, 72), np.uint8)
+    apart[:, 8:] = rec
+    for got in (event_columns(rec, 100), event_columns(apart[:, 8:], np.arange(100, 2100))):
+        assert len(got) == 2000
+        for name in ("seq", "ingest_ns", "kind", "symbol", "a", "b"):
+            assert np.array_equal(got[name], want[name]), name
+            assert got[name].flags.c_contiguous
+    assert len(event_columns(rec[:0], 0)) == 0
