@@ -31,6 +31,9 @@ from marketspread.metrics_wiring import IngressMetrics, attach_listener, detach_
 from marketspread.replay_timing import ReplayMoments, ReplayTiming, batch_spans, replay_timing
 
 log = logging.getLogger(__name__)
+# The query starts once the warm-up job has left its worker idle: a first batch that
+# started while that job still ran forked a cold worker and took 2-3x as long.
+WARM_WAIT_S = 10.0
 PROGRESS_POLL_S = 5.0                  # how often the query's progress reports are collected
 # A replay's driver JVM lives one run and only plans, commits and passes a few rows per
 # batch; the work is in the Python workers. The serial collector runs no GC threads, leaving
@@ -147,10 +150,11 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         spark = spark or build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui, extra=QUICK_START,
                                        checkpoint_batches=cfg.checkpoint_batches)
         session_built = time.time()
-        warm_workers(spark, rcfg.max_rows_per_batch, rcfg.shards)
+        warming = warm_workers(spark, rcfg.max_rows_per_batch, rcfg.shards)
         if writer is not None:
             listener = attach_listener(spark, run_id, writer, rcfg.log_dir, rcfg.shard_state_dir)
-        query = start_query(spark, rcfg, listener, consumed=ConsumedOffsetListener(str(rcfg.log_dir), None))
+        query = start_query(spark, rcfg, listener, consumed=ConsumedOffsetListener(str(rcfg.log_dir), None),
+                            before_start=lambda: warming[0].join(WARM_WAIT_S))
         query_started = time.time()
         ingested = feeder.result()
         head = server.stats().head

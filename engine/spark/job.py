@@ -146,7 +146,7 @@ def query_writer(spark, cfg: Config, bytes_read=None):
             .trigger(processingTime=f"{cfg.trigger_ms} milliseconds"))
 
 
-def start_query(spark, cfg: Config, metrics_listener=None, *, consumed, bytes_read=None):
+def start_query(spark, cfg: Config, metrics_listener=None, *, consumed, bytes_read=None, before_start=None):
     """Start the streaming query; returns the StreamingQuery.
 
     The log's `consumed` offset follows each batch through `metrics_listener` when one is
@@ -154,13 +154,17 @@ def start_query(spark, cfg: Config, metrics_listener=None, *, consumed, bytes_re
     listener of its own. `consumed` is a `marketspread.progress.ConsumedOffsetListener`
     for this log: the caller builds it, as its Spark bridge is spark_listener's.
     `bytes_read` (`spark.sparkContext.accumulator(0)`) counts the bytes of ingress
-    records the state tasks read, on the driver (`bytes_read.value`).
+    records the state tasks read, on the driver (`bytes_read.value`). `before_start`, if
+    given, is called once the query is planned, just before it starts (replay waits there
+    for its warm Python worker).
     """
     writer = query_writer(spark, cfg, bytes_read)
     if not committed_batches(cfg.checkpoint_dir):
         shard_state.start_fresh(str(cfg.shard_state_dir))
     if metrics_listener is not None:
         metrics_listener.add_progress_hook(consumed.publish)   # it follows only this query's runs
+    if before_start is not None:
+        before_start()
     query = writer.start()
     if metrics_listener is None:
         # Attached after start to match this query's id; the first progress event comes
