@@ -72,12 +72,15 @@ def _row(r: RunInfo, firing: list[str]) -> list:
 
 
 @callback(Output(RUNS_TABLE, "children"), Output(RUNS_BANNER, "children"), Input(RUNS_INTERVAL, "n_intervals"))
-def refresh_runs(_n):
-    """Reload the runs table."""
+def refresh_runs(n):
+    """Reload the runs table (on an InfluxDB error: the last rows stay, with the banner)."""
     try:
         runs = c.store().runs(c.now_ns(), windows=BenchStore(c.store().client).windows())
     except InfluxError as e:
-        return dash.no_update, c.influx_error_banner(e)
+        # The page's first load has no rows to keep: say why the table is empty.
+        table = c.table(RUNS_HEADER, [], empty="runs could not be read: see the message above") if not n \
+            else dash.no_update
+        return table, c.influx_error_banner(e)
     firing = _firing_by_run(runs)
     return c.table(RUNS_HEADER, [_row(r, firing.get(r.run, [])) for r in runs],
                    empty="no runs yet: start a job with metrics on"), None

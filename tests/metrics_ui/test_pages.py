@@ -150,6 +150,9 @@ def test_unreachable_influxdb_shows_a_banner(dash_duo):
     dash_duo.start_server(app, port=free_port())
     dash_duo.wait_for_contains_text("#runs-banner", "is unreachable", timeout=TIMEOUT)
     assert url in dash_duo.find_element("#runs-banner").text
+    # The table says why it is empty instead of "loading…" for as long as the page is open.
+    dash_duo.wait_for_contains_text("#runs-table", "runs could not be read", timeout=TIMEOUT)
+    assert "loading" not in dash_duo.find_element("#runs-table").text
     assert dash_duo.get_logs() == []
 
 
