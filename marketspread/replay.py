@@ -21,7 +21,7 @@ from collector.settings import environment
 
 from engine.config import Config
 from engine.ingress.log import read_consumed
-from engine.ingress.server import IngressServer, lower_thread_priority
+from engine.ingress.server import IngressServer
 from engine.output.metrics_shipper import MetricsShipper
 from engine.output.results import read_committed
 from engine.spark.session import build_session
@@ -31,10 +31,6 @@ from marketspread.metrics_wiring import IngressMetrics, attach_listener, detach_
 from marketspread.replay_timing import ReplayMoments, ReplayTiming, batch_spans, replay_timing
 
 log = logging.getLogger(__name__)
-# The files go into the log while Spark starts, on the same cores: the ingress and the
-# feeder run at a lower priority, so the start-up (the critical path) goes first and the
-# ingest takes what is left (bench/README.md, "Issue 17, session 13").
-INGEST_NICE = 10
 # The query starts once the warm-up job has left its worker idle: a first batch that
 # started while that job still ran forked a cold worker and took 2-3x as long.
 WARM_WAIT_S = 10.0
@@ -85,7 +81,6 @@ class _Feeder(threading.Thread):
         self.done_at = 0.0
 
     def run(self) -> None:
-        lower_thread_priority(INGEST_NICE)
         try:
             for stream, files in self.streams:
                 sent = sum(send_acknowledged(self.host, self.server.ports[stream], Path(f)) for f in files)
@@ -145,7 +140,7 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         metrics = IngressMetrics(run_id, writer, server.stats).start()
         server.on_commit = metrics.on_commit
         shipper = MetricsShipper(rcfg.out_dir, run_id, writer, tasks=rcfg.shards).start()
-    server.start(nice=INGEST_NICE)
+    server.start()
     feeder = _Feeder(server, rcfg.host, nbbo, orders, timeout)
     ingest_start = time.time()
     feeder.start()

@@ -31,7 +31,6 @@ Example::
 from __future__ import annotations
 
 import errno
-import os
 import logging
 import resource
 import selectors
@@ -186,20 +185,14 @@ class IngressServer:
                  self._writer.head, "on" if cfg.fsync else "off", self._max_conns, cfg.idle_timeout,
                  cfg.deadletter_max_bytes)
 
-    def start(self, nice: int = 0) -> "IngressServer":
-        """Bind both ports, then serve from a daemon thread; return once listening.
-
-        `nice` > 0 lowers that thread's CPU priority (Linux nice is per thread): a replay's
-        ingress then leaves the cores to Spark's start-up, which is on its critical path.
-        """
+    def start(self) -> "IngressServer":
+        """Bind both ports, then serve from a daemon thread; return once listening."""
         self._bind()
-        self._thread = threading.Thread(target=self._serve_in_thread, args=(nice,), name="ingress", daemon=True)
+        self._thread = threading.Thread(target=self._serve_in_thread, name="ingress", daemon=True)
         self._thread.start()
         return self
 
-    def _serve_in_thread(self, nice: int = 0) -> None:
-        if nice:
-            lower_thread_priority(nice)
+    def _serve_in_thread(self) -> None:
         try:
             self.serve_forever()
         except BaseException:       # already logged and kept in self.error
@@ -634,15 +627,6 @@ class IngressServer:
             return
         write_stats(self.cfg.log_dir, data)
         self._last_stats = data
-
-
-def lower_thread_priority(nice: int) -> None:
-    """Raise the calling thread's nice value by `nice` (best effort: never the caller's failure)."""
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
-    except (OSError, AttributeError) as e:
-        log.debug("could not lower the thread's priority: %s", e)
 
 
 def _connection_cap(per_port: int) -> int:

@@ -460,23 +460,3 @@ def test_housekeeping_errors_never_end_the_loop(tmp_path):
         assert wait_for(lambda: (read_stats(cfg.log_dir) or {}).get("accepted_total") == 1, 5)   # other chores go on
     finally:
         srv.stop()
-
-
-def test_a_niced_ingress_lowers_its_own_thread_only(tmp_path, fixtures):
-    """`start(nice=...)` lowers the serving thread's priority (Linux nice is per thread),
-    not the caller's, and the ingress works as before."""
-    import os
-    from engine.ingress.server import lower_thread_priority
-    before = os.getpriority(os.PRIO_PROCESS, 0)
-    srv = IngressServer(_cfg(tmp_path)).start(nice=5)
-    try:
-        tid = srv._thread.native_id
-        assert wait_for(lambda: os.getpriority(os.PRIO_PROCESS, tid) == min(19, before + 5), 5)
-        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
-        data = (fixtures / DEMO / "1000nbbo-fixish.msg").read_bytes()
-        _send(srv.ports["nbbo"], data)
-        assert wait_for(lambda: srv.stats().accepted_total == len(list(iter_frames(data))), 5)
-    finally:
-        srv.stop()
-    # Best effort where it cannot: no error, whatever the platform allows.
-    lower_thread_priority(0)
