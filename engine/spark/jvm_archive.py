@@ -13,12 +13,11 @@ path, a damaged file) ignores it and starts as it would without (`-Xshare:auto`)
 """
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-ARCHIVE_DIR = Path(sys.prefix) / "var" / "marketspread"
+from engine.spark import local_fs
+from engine.spark.jdk import ARCHIVE_DIR, java_tool
 _PREFIX = "spark-driver-"
 # Quiet: a mismatched archive is not the user's problem, and its fallback is the normal start.
 _QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
@@ -28,7 +27,6 @@ RECORD_OPTION = "-XX:+RecordDynamicDumpInfo"
 def archive_path(folder: Path = ARCHIVE_DIR) -> Path:
     """The archive of this PySpark version and class path (the JVM itself checks the JDK and the jars)."""
     import pyspark  # lazy: its version only when an archive is looked for
-    from engine.spark import local_fs  # lazy: it imports this module
     # The class path is part of what the archive holds: a driver with the checkpoint
     # file system's jar on it (local_fs.py) needs an archive recorded with that jar.
     jar = local_fs.installed_jar(folder)
@@ -65,16 +63,3 @@ def dump(spark, folder: Path = ARCHIVE_DIR) -> Path:
         if old != path:
             old.unlink(missing_ok=True)
     return path
-
-
-def java_tool(name: str) -> str:
-    """A JDK tool (`jcmd`, `javac`) next to the `java` Spark runs, else on PATH."""
-    java = shutil.which("java")
-    if java is not None:
-        beside = Path(java).resolve().parent / name
-        if beside.is_file():
-            return str(beside)
-    found = shutil.which(name)
-    if found is None:
-        raise RuntimeError(f"{name} not found: it needs a JDK (Debian: openjdk-17-jdk-headless)")
-    return found

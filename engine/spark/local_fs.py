@@ -24,7 +24,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from engine.spark.jvm_archive import ARCHIVE_DIR, java_tool
+from engine.spark.jdk import ARCHIVE_DIR, java_tool
 
 CLASS = "marketspread.hadoop.NioLocalFileSystem"
 SOURCE = Path(__file__).resolve().parent / "java" / (CLASS.replace(".", "/") + ".java")
