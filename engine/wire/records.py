@@ -136,22 +136,17 @@ def event_columns(rec: np.ndarray, seq: int | np.ndarray) -> EventColumns:
 
 
 def decode_events(rec: np.ndarray, seq: int | np.ndarray) -> np.ndarray:
-    """Decode (n, 64) log records into an `EVENT_DTYPE` array.
+    """Decode (n, 64) log records into an `EVENT_DTYPE` array: `event_columns`' fields and
+    the order-only ones (side, account, order id).
 
     `seq`: the first record's sequence number (records are consecutive), or one per record.
     """
     n = rec.shape[0]
     ev = np.zeros(n, dtype=EVENT_DTYPE)
-    kind = rec[:, PAYLOAD_OFFSET].astype(np.int8)
-    is_order = kind == ORDER_TYPE
-    ev["seq"] = np.arange(seq, seq + n, dtype=np.int64) if np.ndim(seq) == 0 else seq
-    ev["ingest_ns"] = np.ascontiguousarray(rec[:, :8]).view("<i8").reshape(-1)
-    ev["kind"] = kind
-    ev["symbol"] = record_symbols(rec)
-    ev["a"] = np.where(is_order, _field(rec, ORDER_FIELDS["qty"], 8, ">f8"),
-                       _field(rec, NBBO_FIELDS["bid"], 8, ">f8"))
-    ev["b"] = np.where(is_order, _field(rec, ORDER_FIELDS["price"], 8, ">f8"),
-                       _field(rec, NBBO_FIELDS["offer"], 8, ">f8"))
+    cols = event_columns(rec, seq)
+    for name in ("seq", "ingest_ns", "kind", "symbol", "a", "b"):
+        ev[name] = cols[name]
+    is_order = cols.kind == ORDER_TYPE
     # Order-only fields, read at their order offsets for every row and zero for NBBOs: a
     # gather of the orders and a scatter back cost ~3x this at 500k events.
     ev["side"] = np.where(is_order, rec[:, PAYLOAD_OFFSET + ORDER_FIELDS["side"]], 0)

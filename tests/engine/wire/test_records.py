@@ -29,25 +29,37 @@ def test_record_symbols_reads_the_field_the_type_names_also_from_rows_apart():
 
 
 def test_event_columns_equal_the_full_decode_also_from_rows_apart():
-    """The rule's columns read in place equal `decode_events`' fields, for either record type."""
+    """The rule's columns read in place equal each record's bytes read one by one, for
+    either record type; `decode_events` carries the same fields."""
+    import struct
     from engine.wire.records import decode_events, event_columns
     rng = np.random.default_rng(5)
     rec = rng.integers(0, 256, (2000, 64), dtype=np.uint8)
     rec[:, PAYLOAD_OFFSET] = rng.choice([NBBO_TYPE, ORDER_TYPE], 2000)
     finite = rng.random((2000, 2)) * 1000             # random bytes would give NaNs, which never compare equal
+    want = {name: [] for name in ("seq", "ingest_ns", "kind", "symbol", "a", "b")}
     for row, (x, y) in enumerate(finite):
-        kind = rec[row, PAYLOAD_OFFSET]
-        fields = ("bid", "offer") if kind == NBBO_TYPE else ("qty", "price")
+        kind = int(rec[row, PAYLOAD_OFFSET])
         where = NBBO_FIELDS if kind == NBBO_TYPE else ORDER_FIELDS
+        fields = ("bid", "offer") if kind == NBBO_TYPE else ("qty", "price")
         for name, value in zip(fields, (x, y)):
             at = PAYLOAD_OFFSET + where[name]
-            rec[row, at:at + 8] = np.frombuffer(np.array(value, ">f8").tobytes(), np.uint8)
-    want = decode_events(rec, 100)
+            rec[row, at:at + 8] = np.frombuffer(struct.pack(">d", value), np.uint8)
+        raw = rec[row].tobytes()
+        at = PAYLOAD_OFFSET + where["symbol"]
+        want["seq"].append(100 + row)
+        want["ingest_ns"].append(struct.unpack_from("<q", raw, 0)[0])
+        want["kind"].append(kind)
+        want["symbol"].append(struct.unpack_from(">i", raw, at)[0])
+        want["a"].append(x)
+        want["b"].append(y)
     apart = np.zeros((2000, 72), np.uint8)
     apart[:, 8:] = rec
-    for got in (event_columns(rec, 100), event_columns(apart[:, 8:], np.arange(100, 2100))):
+    full = decode_events(rec, 100)
+    for got in (event_columns(rec, 100), event_columns(apart[:, 8:], np.arange(100, 2100)), full):
         assert len(got) == 2000
-        for name in ("seq", "ingest_ns", "kind", "symbol", "a", "b"):
-            assert np.array_equal(got[name], want[name]), name
-            assert got[name].flags.c_contiguous
+        for name, values in want.items():
+            assert got[name].tolist() == values, name
+    cols = event_columns(rec, 100)
+    assert all(cols[name].flags.c_contiguous for name in want)
     assert len(event_columns(rec[:0], 0)) == 0
