@@ -154,7 +154,7 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         if writer is not None:
             listener = attach_listener(spark, run_id, writer, rcfg.log_dir, rcfg.shard_state_dir)
         query = start_query(spark, rcfg, listener, consumed=ConsumedOffsetListener(str(rcfg.log_dir), None),
-                            before_start=lambda: warming[0].join(WARM_WAIT_S))
+                            before_start=lambda: warming.worker.join(WARM_WAIT_S))
         query_started = time.time()
         ingested = feeder.result()
         head = server.stats().head

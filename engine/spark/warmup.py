@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import NamedTuple
 
 from pyspark.sql.datasource import DataSource, DataSourceReader
 
@@ -70,15 +71,21 @@ def _warm_planner(spark) -> None:
         log.warning("warm-up read plan failed (the first batch starts the planner): %s", e)
 
 
-def warm_workers(spark, records: int = 0, workers: int = 1) -> list[threading.Thread]:
+class WarmUps(NamedTuple):
+    """The two warm-up threads (iterable, to join both)."""
+    worker: threading.Thread    # the `mapInArrow` job: a first batch wants it finished
+    planner: threading.Thread   # the planned read
+
+
+def warm_workers(spark, records: int = 0, workers: int = 1) -> WarmUps:
     """Start both warm-ups in daemon threads; return them (joining is optional).
 
     `records`: the batch size each worker's memory is warmed for (the query's largest);
     `workers`: how many (the query's tasks per batch, its shards).
     """
-    threads = [threading.Thread(target=_warm_worker, args=(spark, records, workers), name="spark-warm-worker",
-                                daemon=True),
-               threading.Thread(target=_warm_planner, args=(spark,), name="spark-warm-planner", daemon=True)]
+    threads = WarmUps(threading.Thread(target=_warm_worker, args=(spark, records, workers),
+                                       name="spark-warm-worker", daemon=True),
+                      threading.Thread(target=_warm_planner, args=(spark,), name="spark-warm-planner", daemon=True))
     for t in threads:
         t.start()
     return threads
