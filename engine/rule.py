@@ -125,8 +125,8 @@ def _extend(state: ShardState, symbols: np.ndarray) -> tuple[ShardState, np.ndar
     rows, unknown = _symbol_index(state.symbols).rows(symbols)
     if not len(unknown):
         return state, rows
-    new = np.unique(symbols[unknown])
-    all_syms = np.union1d(state.symbols, new).astype(np.int32)
+    unseen = symbols[unknown]
+    all_syms = np.union1d(state.symbols, unseen).astype(np.int32)
     where = np.searchsorted(all_syms, state.symbols)
     reject = np.ones(len(all_syms), bool)
     bid = np.zeros(len(all_syms))
@@ -134,7 +134,7 @@ def _extend(state: ShardState, symbols: np.ndarray) -> tuple[ShardState, np.ndar
     reject[where], bid[where], offer[where] = state.reject, state.bid, state.offer
     known = np.flatnonzero(rows >= 0)
     rows[known] = where[rows[known]]
-    rows[unknown] = np.searchsorted(all_syms, symbols[unknown])
+    rows[unknown] = np.searchsorted(all_syms, unseen)
     return ShardState(all_syms, reject, bid, offer), rows
 
 
