@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 
 def open_writer(state_dir: Path, name: str, background: bool = False) -> InfluxWriter:
-    """Start a never-blocking writer to `MS_INFLUX_URL`, spooling under the state folder.
+    """Start a never-blocking writer to `MS_INFLUX_URL`, spooling under the state folder,
+    sending every `MS_INFLUX_FLUSH_S` seconds (1).
 
     `background`: its thread runs at a lower CPU priority. Only where the process's own
     latency-critical work is elsewhere (the job's driver: the JVM runs the batches); in
@@ -32,7 +33,7 @@ def open_writer(state_dir: Path, name: str, background: bool = False) -> InfluxW
     """
     cfg = InfluxConfig.from_env()
     writer = InfluxWriter(InfluxClient(cfg), Path(state_dir) / "metrics-spool" / name,
-                          background=background).start()
+                          background=background, interval=cfg.flush_s).start()
     log.info("metrics -> %s database %s (spool %s)", cfg.url, cfg.db, writer.spool_dir)
     return writer
 

@@ -16,6 +16,13 @@ DEFAULT_PORT = 18086                     # the project's own server; 8086 is lef
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 DEFAULT_DB = "marketspread"
 DEFAULT_SPOOL_BYTES = 256 << 20
+# A process sends what it gathered once a second (Telegraf's flush_interval, default 10 s).
+# Each send is an HTTP round trip and, in InfluxDB, a WAL write with fsync, on cores the
+# job's batches share: every 0.2 s, metrics on took p99 at 50k events/s to 1.20x off,
+# every 1.0 s to 1.06x (bench/README.md, session 14). Points are 2-3 s old when sent
+# (1-s intervals with a 2-s grace), so charts lag by at most a second more.
+DEFAULT_FLUSH_S = 1.0
+MAX_FLUSH_S = 600.0
 
 
 @dataclass(frozen=True, repr=False)
@@ -33,6 +40,11 @@ class InfluxConfig:
     token: str | None = None
     timeout: float = 10.0
     spool_max_bytes: int = DEFAULT_SPOOL_BYTES
+    flush_s: float = DEFAULT_FLUSH_S     # how long a process' writer gathers points before sending
+
+    def __post_init__(self):
+        if not 0.0 <= self.flush_s <= MAX_FLUSH_S:          # also rejects nan, which would never send
+            raise ValueError(f"MS_INFLUX_FLUSH_S={self.flush_s!r}: seconds between sends, 0 to {MAX_FLUSH_S:g}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "InfluxConfig":
@@ -85,6 +97,6 @@ class InfluxConfig:
         secret = lambda v: None if v is None else "***"  # noqa: E731
         return (f"InfluxConfig(url={self.url!r}, db={self.db!r}, user={self.user!r}, "
                 f"password={secret(self.password)!r}, token={secret(self.token)!r}, "
-                f"timeout={self.timeout!r}, spool_max_bytes={self.spool_max_bytes!r})")
+                f"timeout={self.timeout!r}, spool_max_bytes={self.spool_max_bytes!r}, flush_s={self.flush_s!r})")
 
     __str__ = __repr__

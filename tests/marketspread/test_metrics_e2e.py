@@ -80,9 +80,11 @@ def test_stored_hdr_decodes_with_the_hdrhistogram_package(spark, metrics_env, in
     assert 0 < merged.get_value_at_percentile(50) <= merged.get_value_at_percentile(99) < 600e9
 
 
-def test_influxdb_outage_mid_run_loses_no_interval(spark, influxdb, metrics_env, inputs, tmp_path):
+def test_influxdb_outage_mid_run_loses_no_interval(spark, influxdb, metrics_env, inputs, tmp_path, monkeypatch):
     """InfluxDB is down while the job runs; after it returns every interval is backfilled."""
     nbbo, orders = inputs
+    # This replay lasts ~2 s: its writers must try to send during the outage, not only after.
+    monkeypatch.setenv("MS_INFLUX_FLUSH_S", "0.2")
     state = tmp_path / "state"
     cfg = Config.from_env(state_dir=state, max_rows_per_batch=8_000)
     influxdb.stop()

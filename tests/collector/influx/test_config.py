@@ -27,3 +27,24 @@ def test_config_env_empty_is_unset_and_errors_name_the_variable(tmp_path):
     assert InfluxConfig.from_env(env, db="other", user=None).db == "other"       # overrides win, None ignored
     with pytest.raises(ValueError, match="MS_INFLUX_SPOOL_BYTES='lots' is not a valid int"):
         InfluxConfig.from_env({"MS_INFLUX_SPOOL_BYTES": "lots"})
+
+
+def test_flush_seconds_from_env_and_bounded(tmp_path):
+    """How often a process' writer sends: 1 s by default; a value that would never send is refused."""
+    env = {"MS_STATE_DIR": str(tmp_path)}
+    assert InfluxConfig.from_env(env).flush_s == 1.0
+    assert InfluxConfig.from_env({**env, "MS_INFLUX_FLUSH_S": "0.25"}).flush_s == 0.25
+    for bad in ("-1", "nan", "1e9"):
+        with pytest.raises(ValueError, match="MS_INFLUX_FLUSH_S"):
+            InfluxConfig.from_env({**env, "MS_INFLUX_FLUSH_S": bad})
+
+
+def test_open_writer_sends_at_the_configured_rhythm(tmp_path, monkeypatch):
+    from marketspread.metrics_wiring import open_writer
+    monkeypatch.setenv("MS_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("MS_INFLUX_FLUSH_S", "2.5")
+    w = open_writer(tmp_path, "t")
+    try:
+        assert w.interval == 2.5
+    finally:
+        w.close(timeout=0.1)
