@@ -178,7 +178,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the run's ingress log and checkpoint")
     p.set_defaults(func=_cmd_replay)
 
-    p = sub.add_parser("jvm-archive", help="compile the checkpoint file system class and record the Spark driver's classes, once")
+    p = sub.add_parser("jvm-archive", help="compile the project's JVM classes and record the Spark driver's classes, once")
     _add_common(p)
     p.set_defaults(func=_cmd_jvm_archive)
 

@@ -1,9 +1,10 @@
 """`marketspread jvm-archive`: the driver JVM's install artefacts, made once.
 
-First the checkpoint file system's jar (engine/spark/local_fs.py), compiled with the
-JDK's `javac`; then the class archive (engine/spark/jvm_archive.py), the classes a JVM
-loaded during a small replay through the same path as every run (session, Python data
-source, stateful query, the warm-up job), recorded with that jar on the class path.
+First the project's jar (engine/spark/jvm_jar.py: the checkpoint file system and the
+ingress source), compiled with the JDK's `javac`; then the class archive
+(engine/spark/jvm_archive.py), the classes a JVM loaded during a small replay through the
+same path as every run (session, ingress source, query, the warm-up job), recorded with
+that jar on the class path.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.config import Config
-from engine.spark import jvm_archive, local_fs
+from engine.spark import jvm_archive, jvm_jar
 from engine.spark.session import build_session
 from engine.tools.generate import generate
 from marketspread.replay import QUICK_START, replay
@@ -23,13 +24,14 @@ log = logging.getLogger(__name__)
 
 
 def make_archive(cfg: Config, folder: Path = jvm_archive.ARCHIVE_DIR) -> Path:
-    """Build the checkpoint file system's jar, run a 20,000-message replay in a recording JVM,
+    """Build the project's jar, run a 20,000-message replay in a recording JVM,
     then dump its classes; return the archive. (`folder` other than the venv's: tests.)"""
     t0 = time.monotonic()
     try:
-        log.info("checkpoint file system class: %s", local_fs.build(folder))
-    except RuntimeError as e:            # no JDK compiler: Hadoop's own class, as before
-        log.warning("%s; the checkpoint logs keep Hadoop's local file system (a forked chmod per file)", e)
+        log.info("the project's JVM classes: %s", jvm_jar.build(folder))
+    except RuntimeError as e:            # no JDK compiler: Hadoop's and Python's classes, as before
+        log.warning("%s; the checkpoint logs keep Hadoop's local file system (a forked chmod per file) "
+                    "and the ingress source is Python's (Python processes to start)", e)
     with tempfile.TemporaryDirectory(prefix="ms-jvm-archive-") as tmp:
         work = Path(tmp)
         nbbo, orders = work / "nbbo.msg", work / "orders.msg"

@@ -1,7 +1,7 @@
 """Where the driver JVM's install artefacts live, and the JDK tools that make them.
 
-Shared by the class archive (jvm_archive.py) and the checkpoint file system's jar
-(local_fs.py): both are made once by `marketspread jvm-archive` into the venv.
+Shared by the class archive (jvm_archive.py) and the project's jar (jvm_jar.py): both are
+made once by `marketspread jvm-archive` into the venv.
 """
 from __future__ import annotations
 

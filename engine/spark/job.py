@@ -19,7 +19,7 @@ from engine.output.results import encode_results
 from engine.rule import apply_rule
 from engine.spark import shard_state, worker_memory
 from engine.spark.checkpoint import committed_batches
-from engine.spark.source import SOURCE_NAME, IngressDataSource
+from engine.spark.source import source_format, source_options
 
 # The function writes its own output and returns no rows (see batch_output.py).
 OUTPUT_SCHEMA = "shard int"
@@ -112,11 +112,6 @@ def make_check_market_data(log_dir: str, out_dir: str, state_dir: str, n_shards:
     return check_market_data
 
 
-def register_sources(spark) -> None:
-    """Register the project's data sources with a session."""
-    spark.dataSource.register(IngressDataSource)
-
-
 def query_writer(spark, cfg: Config, bytes_read=None):
     """The job's query on `cfg`'s log, results and checkpoint folders, ready to start.
 
@@ -126,13 +121,9 @@ def query_writer(spark, cfg: Config, bytes_read=None):
     and committed the state row in every batch, through a shuffle and a sort: batches
     took ~130 ms at 50k events/s against ~50-85 ms this way (bench/README.md).
     """
-    register_sources(spark)
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
-    events = (spark.readStream.format(SOURCE_NAME)
-              .option("path", str(cfg.log_dir))
-              .option("shards", cfg.shards)
-              .option("maxRowsPerBatch", cfg.max_rows_per_batch)
-              .option("firstBatchRows", cfg.first_batch_rows)
+    events = (spark.readStream.format(source_format(spark))
+              .options(**source_options(str(cfg.log_dir), cfg.shards, cfg.max_rows_per_batch, cfg.first_batch_rows))
               .load())
     events = events.coalesce(1) if cfg.shards == 1 else events.repartition(cfg.shards, "shard")
     results = events.mapInArrow(

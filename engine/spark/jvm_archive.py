@@ -16,7 +16,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from engine.spark import local_fs
+from engine.spark import jvm_jar
 from engine.spark.jdk import ARCHIVE_DIR, java_tool
 _PREFIX = "spark-driver-"
 # Quiet: a mismatched archive is not the user's problem, and its fallback is the normal start.
@@ -27,9 +27,9 @@ RECORD_OPTION = "-XX:+RecordDynamicDumpInfo"
 def archive_path(folder: Path = ARCHIVE_DIR) -> Path:
     """The archive of this PySpark version and class path (the JVM itself checks the JDK and the jars)."""
     import pyspark  # lazy: its version only when an archive is looked for
-    # The class path is part of what the archive holds: a driver with the checkpoint
-    # file system's jar on it (local_fs.py) needs an archive recorded with that jar.
-    jar = local_fs.installed_jar(folder)
+    # The class path is part of what the archive holds: a driver with the project's jar
+    # on it (jvm_jar.py) needs an archive recorded with that jar.
+    jar = jvm_jar.installed_jar(folder)
     return folder / f"{_PREFIX}{pyspark.__version__}{'-' + jar.stem if jar else ''}.jsa"
 
 
@@ -44,8 +44,8 @@ def dump(spark, folder: Path = ARCHIVE_DIR) -> Path:
 
     The JVM must have been started with `RECORD_OPTION` (and without an archive of its
     own). Written beside its final name and renamed, so a JVM never maps half a file;
-    archives of other PySpark versions or class paths (an older checkpoint file system
-    jar, local_fs.py) are removed.
+    archives of other PySpark versions or class paths (an older project jar, jvm_jar.py)
+    are removed.
     """
     jcmd = java_tool("jcmd")
     path = archive_path(folder)

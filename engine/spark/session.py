@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from engine.config import Config
-from engine.spark import jvm_archive, local_fs
+from engine.spark import jvm_archive, jvm_jar, local_fs
 
 
 C1_ONLY = "-XX:TieredStopAtLevel=1"
@@ -22,8 +22,8 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
     """Return a SparkSession for the job; workers use this interpreter.
 
     The driver JVM maps the class archive `marketspread jvm-archive` made, when there is one
-    (`archive`; jvm_archive.py), and its checkpoint logs use the local file system class
-    that command compiled, when there is one (local_fs.py).
+    (`archive`; jvm_archive.py), and has the project's jar that command compiled, when there
+    is one (jvm_jar.py): its checkpoint logs use the jar's local file system class (local_fs.py).
 
     With a local master, Spark's scratch goes in a folder of this process in the system's
     temp folder, and those of processes that died without cleaning up (SIGKILL) are
@@ -56,8 +56,9 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
             "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
         "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
         "spark.hadoop.fs.file.impl.disable.cache": "true",
-        # ... and, on the driver, without a forked chmod per file either (local_fs.py).
-        **local_fs.session_conf(),
+        # ... and, on the driver, without a forked chmod per file either (local_fs.py);
+        # the ingress source planned in the JVM (source.py). Both in the project's jar.
+        **jvm_jar.session_conf(master),
         # The driver JVM plans, logs and commits a few rows per batch: C1 alone. C2 was
         # still compiling at 11-22 % of a core 60-200 s into a live run; at 50k events/s,
         # job CPU 121 -> 109 % of a core and p99 to committed 103 -> 76 ms over 220 s

@@ -1,4 +1,4 @@
-"""Spark streaming source over the ingress log (a Python data source).
+"""Spark streaming source over the ingress log: the JVM's when the project's jar is there, else Python's.
 
 Offsets are log sequence numbers, so a restarted query re-reads exactly the ranges its
 checkpoint recorded. The source does not carry the events themselves: each batch is one
@@ -6,6 +6,12 @@ row per shard, `(shard, lo, hi)`, and the shard's stateful task reads its events
 log range `[lo, hi)` itself (job.py). The rows are planned on the driver by a *simple*
 stream reader, which Spark hands to the tasks as a cached block: no Python worker runs
 to read a batch, which measured ~60 ms of fixed cost per micro-batch and per read task.
+
+With the project's jar (jvm_jar.py) the same plan is made in the driver JVM
+(java/marketspread/spark/IngressSource.java): then no Python process is started to find,
+create and run the source, three fresh interpreters on a query's start (bench/README.md,
+"Issue 17, session 15"). This module's Python source is the fallback without the jar;
+both write the same offsets, so either resumes the other's checkpoint.
 """
 from __future__ import annotations
 
@@ -14,10 +20,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 
 from engine.config import Config
+from engine.spark.jvm_jar import has_class
 from engine.ingress.log import read_head
 from engine.wire.records import shard_keys
 
 SOURCE_NAME = "marketspread_ingress"
+JVM_SOURCE = "marketspread.spark.IngressSource"
 RANGE_SCHEMA = "shard int, lo long, hi long"
 _RANGE_ARROW = pa.schema([("shard", pa.int32()), ("lo", pa.int64()), ("hi", pa.int64())])
 
@@ -96,3 +104,18 @@ class IngressRangeReader(SimpleDataSourceStreamReader):
         # Nothing to release: the log keeps its segments (see progress.py for why the
         # consumed offset is published from query progress, not from here).
         pass
+
+
+def source_format(spark) -> str:
+    """The `readStream.format` of the ingress source in `spark`: the JVM's if it has the
+    class, else the Python source, registered here."""
+    if has_class(spark, JVM_SOURCE):
+        return JVM_SOURCE
+    spark.dataSource.register(IngressDataSource)
+    return SOURCE_NAME
+
+
+def source_options(log_dir: str, shards: int, max_rows: int, first_rows: int) -> dict[str, str]:
+    """The options of either source (the JVM's takes the shard keys, which Python owns)."""
+    return {"path": log_dir, "shards": str(shards), "shardKeys": ",".join(map(str, shard_keys(shards))),
+            "maxRowsPerBatch": str(max_rows), "firstBatchRows": str(first_rows)}

@@ -11,8 +11,9 @@ batch, measured with JFR in bench/README.md). Two things run beside the query's 
   (worker_memory.warm) and the JVM's Arrow runner classes loaded. One per shard: with
   more idle workers than tasks, Spark hands them out in turn and a shard's batches
   alternate between them;
-- the plan, not the run, of a read of a one-row Python data source, which starts the
-  read-planning daemon without starting a task (and so a second worker).
+- when the ingress source is Python's (no project jar, source.py), the plan, not the
+  run, of a read of a one-row Python data source, which starts the read-planning daemon
+  without starting a task (and so a second worker). The JVM's source needs no planner.
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader
 
 import engine.spark.job  # noqa: F401  (imported here so a worker unpickling `_touch` imports it)
 from engine.spark import worker_memory
+from engine.spark.jvm_jar import has_class
+from engine.spark.source import JVM_SOURCE
 
 log = logging.getLogger(__name__)
 
@@ -72,20 +75,26 @@ def _warm_planner(spark) -> None:
 
 
 class WarmUps(NamedTuple):
-    """The two warm-up threads (iterable, to join both)."""
-    worker: threading.Thread    # the `mapInArrow` job: a first batch wants it finished
-    planner: threading.Thread   # the planned read
+    """The warm-up threads."""
+    worker: threading.Thread            # the `mapInArrow` job: a first batch wants it finished
+    planner: threading.Thread | None    # the planned read; None with the JVM's source
+
+    def started(self) -> list[threading.Thread]:
+        """The threads that run (to join them all)."""
+        return [t for t in self if t is not None]
 
 
 def warm_workers(spark, records: int = 0, workers: int = 1) -> WarmUps:
-    """Start both warm-ups in daemon threads; return them (joining is optional).
+    """Start the warm-ups in daemon threads; return them (joining is optional).
 
     `records`: the batch size each worker's memory is warmed for (the query's largest);
     `workers`: how many (the query's tasks per batch, its shards).
     """
+    planner = None
+    if not has_class(spark, JVM_SOURCE):
+        planner = threading.Thread(target=_warm_planner, args=(spark,), name="spark-warm-planner", daemon=True)
     threads = WarmUps(threading.Thread(target=_warm_worker, args=(spark, records, workers),
-                                       name="spark-warm-worker", daemon=True),
-                      threading.Thread(target=_warm_planner, args=(spark,), name="spark-warm-planner", daemon=True))
-    for t in threads:
+                                       name="spark-warm-worker", daemon=True), planner)
+    for t in threads.started():
         t.start()
     return threads

@@ -7,36 +7,15 @@ from __future__ import annotations
 
 import os
 import stat
-import zipfile
 
 import pytest
 
-from engine.spark import jvm_archive, local_fs
-
-CLASS_FILE = local_fs.CLASS.replace(".", "/") + ".class"
-
-
-def test_no_jar_gives_no_conf_and_the_archive_keeps_its_name(tmp_path):
-    assert local_fs.installed_jar(tmp_path) is None
-    assert local_fs.session_conf(tmp_path) == {}
-    assert "nio-local-fs" not in jvm_archive.archive_path(tmp_path).name
-
-
-def test_build_compiles_the_class_into_a_jar_named_by_its_source(tmp_path):
-    (tmp_path / "nio-local-fs-000000000000.jar").write_bytes(b"a jar of an older source")
-    jar = local_fs.build(tmp_path)
-    assert jar == local_fs.jar_path(tmp_path) == local_fs.installed_jar(tmp_path)
-    with zipfile.ZipFile(jar) as z:
-        assert CLASS_FILE in z.namelist()
-    assert [p.name for p in tmp_path.iterdir()] == [jar.name]          # the old jar is gone
-    assert local_fs.session_conf(tmp_path) == {"spark.driver.extraClassPath": str(jar)}
-    # The class archive is recorded with the jar on the class path, so it is named by it.
-    assert jar.stem in jvm_archive.archive_path(tmp_path).name
+from engine.spark import jvm_jar, local_fs
 
 
 def _installed_or_fail():
-    if local_fs.installed_jar() is None:
-        msg = f"no checkpoint file system jar at {local_fs.jar_path()} (scripts/setup builds it)"
+    if jvm_jar.installed_jar() is None:
+        msg = f"no project jar at {jvm_jar.jar_path()} (scripts/setup builds it)"
         if os.environ.get("CI"):
             pytest.fail(msg)               # in CI a missing jar is a set-up bug
         pytest.skip(msg)

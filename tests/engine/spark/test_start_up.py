@@ -15,7 +15,8 @@ import psutil
 import pyspark
 import pytest
 
-from engine.spark import jvm_archive
+from engine.spark import jvm_archive, jvm_jar
+from engine.spark.source import JVM_SOURCE
 from engine.spark.warmup import warm_workers
 
 ZIPS = sorted(str(p) for p in (Path(pyspark.__file__).parent / "python" / "lib").glob("*.zip"))
@@ -78,12 +79,13 @@ def test_the_session_maps_the_archive_setup_made(spark):
     assert f"-XX:SharedArchiveFile={jvm_archive.archive_path()}" in args
 
 
-def test_warm_up_leaves_a_python_worker_with_the_job_imported_and_the_planner_up(spark):
-    """After the warm-ups, the JVM has a worker that imported the job's modules and a read planner."""
+def test_warm_up_leaves_a_python_worker_with_the_job_imported_and_a_planner_only_for_pythons_source(spark):
+    """After the warm-ups, the JVM has a worker that imported the job's modules, and a read
+    planner if (and only if) the ingress source is Python's (no project jar)."""
     threads = warm_workers(spark, 10_000)
-    for t in threads:
+    for t in threads.started():
         t.join(120)
-    assert not any(t.is_alive() for t in threads)
+    assert not any(t.is_alive() for t in threads.started())
     jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     children = psutil.Process(jvm_pid).children()
     daemons = [p for p in children
@@ -94,7 +96,59 @@ def test_warm_up_leaves_a_python_worker_with_the_job_imported_and_the_planner_up
     maps = "".join(_maps(w.pid) for w in workers)
     assert "pyarrow" in maps                 # the worker loaded Arrow: the first batch will not
     planners = [p for p in children if _cmdline(p)[-1:] == ["pyspark.sql.worker.plan_data_source_read"]]
-    assert planners, "the read-planning daemon was not started"
+    if jvm_jar.has_class(spark, JVM_SOURCE):
+        # (The session is the whole run's: other tests may have started a planner in it;
+        # a query's own processes are checked in a fresh JVM below.)
+        assert threads.planner is None
+    else:
+        assert planners, "the read-planning daemon was not started"
+
+
+def test_the_jobs_query_starts_no_python_for_its_source(tmp_path):
+    """With the project's jar, a query's start runs no Python data source process: none to
+    find the source, create it, plan or run it (three fresh interpreters with Python's)."""
+    code = """
+import sys, time, psutil
+from dataclasses import replace
+from engine.config import Config
+from engine.spark.session import build_session
+from engine.spark.job import start_query, stop_query
+from engine.spark.source import JVM_SOURCE
+from engine.spark.jvm_jar import has_class
+from marketspread.progress import ConsumedOffsetListener
+spark = build_session("local[1]", shards=1)
+assert has_class(spark, JVM_SOURCE)
+if sys.argv[2] == "python":                 # the control: the fallback source in the same session
+    import engine.spark.job as job
+    from engine.spark.source import IngressDataSource, SOURCE_NAME
+    job.source_format = lambda s: (s.dataSource.register(IngressDataSource), SOURCE_NAME)[1]
+cfg = replace(Config(), state_dir=__import__("pathlib").Path(sys.argv[1]))
+cfg.log_dir.mkdir(parents=True)
+q = start_query(spark, cfg, consumed=ConsumedOffsetListener(str(cfg.log_dir), None))
+q.processAllAvailable()
+jvm = psutil.Process(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+def cmdline(p):
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:
+        return ""
+seen = [cmdline(p) for p in jvm.children(recursive=True)]
+stop_query(spark, q)
+print(sorted({c.split()[-1] for c in seen if "data_source" in c or "streaming_source" in c}))
+"""
+    if jvm_jar.installed_jar() is None:
+        msg = f"no project jar at {jvm_jar.jar_path()} (scripts/setup builds it)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    seen = {}
+    for source in ("jvm", "python"):
+        r = subprocess.run([sys.executable, "-c", code, str(tmp_path / source), source], capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        seen[source] = r.stdout.strip().splitlines()[-1]
+    assert seen["jvm"] == "[]"
+    assert "lookup_data_sources" in seen["python"] and "python_streaming_source_runner" in seen["python"], seen
 
 
 def test_the_job_session_compiles_no_code(spark):
