@@ -34,7 +34,10 @@ log = logging.getLogger(__name__)
 # The query starts once the warm-up job has left its worker idle: a first batch that
 # started while that job still ran forked a cold worker and took 2-3x as long.
 WARM_WAIT_S = 10.0
-PROGRESS_POLL_S = 5.0                  # how often the query's progress reports are collected
+PROGRESS_POLL_S = 2.0                  # how often the query's progress reports are collected
+# Spark keeps a query's last N progress reports (100 by default); between two collections
+# a replay of small batches runs more than 100 (measured: 40-ms batches).
+PROGRESS_KEPT = 1000
 # A replay's driver JVM lives one run and only plans, commits and passes a few rows per
 # batch; the work is in the Python workers. The serial collector runs no GC threads, leaving
 # the cores to Python during start-up and the first batch (bench/README.md, "Replay
@@ -151,24 +154,34 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
                                        checkpoint_batches=cfg.checkpoint_batches)
         session_built = time.time()
         warming = warm_workers(spark, rcfg.max_rows_per_batch, rcfg.shards)
+        spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", str(PROGRESS_KEPT))
         if writer is not None:
             listener = attach_listener(spark, run_id, writer, rcfg.log_dir, rcfg.shard_state_dir)
         query = start_query(spark, rcfg, listener, consumed=ConsumedOffsetListener(str(rcfg.log_dir), None),
                             before_start=lambda: warming.worker.join(WARM_WAIT_S))
         query_started = time.time()
-        ingested = feeder.result()
-        head = server.stats().head
         deadline = time.monotonic() + timeout
         polled = time.monotonic()
-        while read_consumed(rcfg.log_dir) < head:
+
+        def watch() -> None:
+            nonlocal polled
             if query.exception() is not None:
                 raise RuntimeError(f"the streaming query failed: {query.exception()}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"job consumed {read_consumed(rcfg.log_dir)} of {head} records")
             if time.monotonic() - polled > PROGRESS_POLL_S:
-                # Spark keeps only its last 100 progress reports: collect them as they come.
+                # Spark keeps only the last PROGRESS_KEPT reports: collect them as they
+                # come, from the first batch on (a long ingest runs many batches).
                 progress.update((p["batchId"], p) for p in query.recentProgress)
                 polled = time.monotonic()
+
+        while feeder.is_alive():
+            watch()
+            feeder.join(0.02)
+        ingested = feeder.result()
+        head = server.stats().head
+        while read_consumed(rcfg.log_dir) < head:
+            watch()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job consumed {read_consumed(rcfg.log_dir)} of {head} records")
             time.sleep(0.02)
         consumed = time.time()
         progress.update((p["batchId"], p) for p in query.recentProgress)

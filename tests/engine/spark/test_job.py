@@ -79,6 +79,19 @@ def test_replay_of_generated_events_equals_reference(spark, cfg, tmp_path):
     assert t.total_s >= t.startup_s > 0 and t.first_batch_s > 0
 
 
+def test_the_timing_breakdown_counts_every_batch_of_a_long_replay(spark, cfg, tmp_path):
+    """More batches than Spark keeps progress reports of by default (100): none is missed,
+    the first one (capped smaller) included."""
+    nbbo, orders, out = tmp_path / "nbbo.msg", tmp_path / "orders.msg", tmp_path / "out.msg"
+    generate(nbbo, orders, symbols=50, nbbo=7_000, orders=7_000, seed=5)
+    rep = replay([nbbo], [orders], out, replace(cfg, max_rows_per_batch=100, first_batch_rows=40, shards=1),
+                 spark=spark)
+    t = rep.timing
+    assert rep.accepted >= 14_000
+    assert t.records == rep.accepted and t.first_batch_records == 40
+    assert t.steady_batches == -(-(rep.accepted - 40) // 100) > 100
+
+
 def test_bad_frames_are_set_aside_and_cost_no_good_message(spark, cfg, fixtures, tmp_path):
     good = (fixtures / "demo-2017/1000trades-fixish.msg").read_bytes()
     frames = list(iter_frames(good))
