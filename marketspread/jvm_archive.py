@@ -4,7 +4,7 @@ First the project's jar (engine/spark/jvm_jar.py: the checkpoint file system and
 ingress source), compiled with the JDK's `javac`; then the class archive
 (engine/spark/jvm_archive.py), the classes a JVM loaded during a small replay through the
 same path as every run (session, ingress source, query, the warm-up job), recorded with
-that jar on the class path.
+that jar on the class path, each of them linked first (so that the archive keeps it).
 """
 from __future__ import annotations
 
@@ -36,13 +36,14 @@ def make_archive(cfg: Config, folder: Path = jvm_archive.ARCHIVE_DIR) -> Path:
         work = Path(tmp)
         nbbo, orders = work / "nbbo.msg", work / "orders.msg"
         generate(nbbo, orders, symbols=100, nbbo=10_000, orders=10_000, seed=7)
-        opts = f"{QUICK_START['spark.driver.extraJavaOptions']} {jvm_archive.RECORD_OPTION}"
+        class_log = work / "loaded-classes.log"
+        opts = f"{QUICK_START['spark.driver.extraJavaOptions']} {jvm_archive.record_options(class_log)}"
         spark = build_session(cfg.master, shards=cfg.shards, extra={"spark.driver.extraJavaOptions": opts},
                               archive=False)
         try:
             replay([nbbo], [orders], work / "results.msg", replace(cfg, state_dir=work / "state"),
                    spark=spark, ship_metrics=False)
-            path = jvm_archive.dump(spark, folder)
+            path = jvm_archive.dump(spark, folder, class_log)
         finally:
             spark.stop()
     log.info("JVM class archive %s (%.0f MB) in %.1f s", path, path.stat().st_size / 1e6, time.monotonic() - t0)

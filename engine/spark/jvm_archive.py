@@ -7,7 +7,7 @@ AppCDS archive keeps those classes parsed and verified in one file that later JV
 5.2 s with it, its Spark session 2.5 s against 1.6 s (bench/README.md, "Replay start-up").
 
 The archive is an install artefact, like compiled bytecode: `scripts/setup` makes it once
-(`marketspread jvm-archive`, ~20 s) in the venv, one file (~120 MB) per PySpark version,
+(`marketspread jvm-archive`, ~20 s) in the venv, one file (~155 MB) per PySpark version,
 and removes those of other versions. A JVM that cannot use it (another JDK, another class
 path, a damaged file) ignores it and starts as it would without (`-Xshare:auto`).
 """
@@ -21,7 +21,15 @@ from engine.spark.jdk import ARCHIVE_DIR, java_tool
 _PREFIX = "spark-driver-"
 # Quiet: a mismatched archive is not the user's problem, and its fallback is the normal start.
 _QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
-RECORD_OPTION = "-XX:+RecordDynamicDumpInfo"
+LINKER = "marketspread.jvm.ClassLinker"   # in the project's jar (java/marketspread/jvm/)
+
+
+def record_options(class_log: Path) -> str:
+    """Options of a JVM whose classes `dump` will write: recordable, and logging the classes
+    it loads to `class_log` (a path without spaces: Spark splits Java options on them)."""
+    if " " in str(class_log):
+        raise ValueError(f"a class log path with a space cannot be a JVM option: {class_log}")
+    return f"-XX:+RecordDynamicDumpInfo -Xlog:class+load=info:file={class_log}"
 
 
 def archive_path(folder: Path = ARCHIVE_DIR) -> Path:
@@ -39,14 +47,19 @@ def java_options(folder: Path = ARCHIVE_DIR) -> str:
     return f"-XX:SharedArchiveFile={path} {_QUIET}" if path.is_file() else ""
 
 
-def dump(spark, folder: Path = ARCHIVE_DIR) -> Path:
+def dump(spark, folder: Path = ARCHIVE_DIR, class_log: Path | None = None) -> Path:
     """Write the archive of the classes `spark`'s driver JVM has loaded; return its path.
 
-    The JVM must have been started with `RECORD_OPTION` (and without an archive of its
-    own). Written beside its final name and renamed, so a JVM never maps half a file;
-    archives of other PySpark versions or class paths (an older project jar, jvm_jar.py)
-    are removed.
+    The JVM must have been started with `record_options(class_log)` (and without an
+    archive of its own). The classes in `class_log` are linked first, when the JVM has the
+    project's jar: JDK 17 leaves unlinked classes out of the archive, ~3,800 of a replay's
+    (the verifier's exception types and interfaces), and with them in, a 2M replay took
+    4.65-4.79 s against 5.42-5.70 s (bench/README.md, "Issue 17, session 15"). Written
+    beside its final name and renamed, so a JVM never maps half a file; archives of other
+    PySpark versions or class paths (an older project jar, jvm_jar.py) are removed.
     """
+    if class_log is not None and jvm_jar.has_class(spark, LINKER):
+        spark.sparkContext._jvm.marketspread.jvm.ClassLinker.linkLoaded(str(class_log))
     jcmd = java_tool("jcmd")
     path = archive_path(folder)
     folder.mkdir(parents=True, exist_ok=True)

@@ -57,10 +57,14 @@ def _spark_jars() -> str:
 def build(folder: Path = ARCHIVE_DIR) -> Path:
     """Compile the sources against PySpark's jars into the jar; return its path.
 
-    Written beside its final name and renamed; jars of older sources are removed.
+    A jar of the same sources is kept as it is: a class archive recorded with it checks its
+    modification time (jvm_archive.py). Written beside its final name and renamed; jars of
+    older sources are removed.
     """
-    javac = java_tool("javac")
     path = jar_path(folder)
+    if path.is_file():
+        return path
+    javac = java_tool("javac")
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="ms-jvm-jar-") as tmp:
         r = subprocess.run([javac, "--release", "17", "-nowarn", "-d", tmp, "-cp", _spark_jars(),

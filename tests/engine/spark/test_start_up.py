@@ -79,6 +79,34 @@ def test_the_session_maps_the_archive_setup_made(spark):
     assert f"-XX:SharedArchiveFile={jvm_archive.archive_path()}" in args
 
 
+def test_the_archive_holds_what_a_replays_driver_loads(tmp_path):
+    """A fresh driver, its session and warm-up job, reads (almost) no class from a jar: the
+    archive keeps the classes the verifier only loaded too (linked before the dump).
+    Measured: 405 of ~13,000 from jars; without that linking, 3,554."""
+    if not jvm_archive.archive_path().is_file():
+        msg = f"no JVM class archive at {jvm_archive.archive_path()} (scripts/setup makes it)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    log = tmp_path / "classes.log"
+    code = f"""
+from engine.spark.session import build_session
+from engine.spark.warmup import warm_workers
+from marketspread.replay import QUICK_START
+opts = QUICK_START["spark.driver.extraJavaOptions"] + " -Xlog:class+load=info:file={log}"
+spark = build_session("local[1]", shards=1, extra={{"spark.driver.extraJavaOptions": opts}})
+warm_workers(spark, 1000, 1).worker.join(120)
+spark.stop()
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = log.read_text().splitlines()
+    shared = sum("source: shared objects file" in line for line in lines)
+    from_jars = [line.split()[1] for line in lines if " source: file:" in line or " source: jar:" in line]
+    assert shared > 10_000
+    assert len(from_jars) < 1000, from_jars[:20]
+
+
 def test_warm_up_leaves_a_python_worker_with_the_job_imported_and_a_planner_only_for_pythons_source(spark):
     """After the warm-ups, the JVM has a worker that imported the job's modules, and a read
     planner if (and only if) the ingress source is Python's (no project jar)."""
@@ -134,7 +162,7 @@ def cmdline(p):
         return ""
 seen = [cmdline(p) for p in jvm.children(recursive=True)]
 stop_query(spark, q)
-print(sorted({c.split()[-1] for c in seen if "data_source" in c or "streaming_source" in c}))
+print("SEEN", sorted({c.split()[-1] for c in seen if "data_source" in c or "streaming_source" in c}), flush=True)
 """
     if jvm_jar.installed_jar() is None:
         msg = f"no project jar at {jvm_jar.jar_path()} (scripts/setup builds it)"
@@ -146,7 +174,8 @@ print(sorted({c.split()[-1] for c in seen if "data_source" in c or "streaming_so
         r = subprocess.run([sys.executable, "-c", code, str(tmp_path / source), source], capture_output=True,
                            text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-2000:]
-        seen[source] = r.stdout.strip().splitlines()[-1]
+        [line] = [ln for ln in r.stdout.splitlines() if ln.startswith("SEEN ")]   # the JVM logs on stdout too
+        seen[source] = line[len("SEEN "):]
     assert seen["jvm"] == "[]"
     assert "lookup_data_sources" in seen["python"] and "python_streaming_source_runner" in seen["python"], seen
 
