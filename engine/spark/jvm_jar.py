@@ -33,8 +33,10 @@ def sources() -> list[Path]:
 
 
 def jar_path(folder: Path = ARCHIVE_DIR) -> Path:
-    """Where the jar of the current sources goes (its name changes with any of them)."""
-    h = hashlib.sha256()
+    """Where the jar of the current sources goes (its name changes with any of them, and
+    with the PySpark whose jars it is compiled against)."""
+    import pyspark  # lazy: its version only
+    h = hashlib.sha256(pyspark.__version__.encode() + b"\0")
     for src in sources():
         h.update(src.relative_to(SOURCE_DIR).as_posix().encode() + b"\0" + src.read_bytes() + b"\0")
     return folder / f"{_PREFIX}{h.hexdigest()[:12]}.jar"

@@ -34,7 +34,7 @@ def test_build_compiles_every_class_into_a_jar_named_by_its_sources(tmp_path):
     assert jar.stem in jvm_archive.archive_path(tmp_path).name
 
 
-def test_the_jar_name_follows_every_source(tmp_path, monkeypatch):
+def test_the_jar_name_follows_every_source_and_pysparks_version(tmp_path, monkeypatch):
     before = jvm_jar.jar_path(tmp_path)
     src = tmp_path / "java" / "x" / "Y.java"
     src.parent.mkdir(parents=True)
@@ -43,4 +43,8 @@ def test_the_jar_name_follows_every_source(tmp_path, monkeypatch):
     assert jvm_jar.sources() == [src]
     one = jvm_jar.jar_path(tmp_path)
     src.write_text("package x; class Y { int z; }")
-    assert len({before, one, jvm_jar.jar_path(tmp_path)}) == 3
+    two = jvm_jar.jar_path(tmp_path)
+    # ... and the PySpark whose jars it is compiled against (a pip upgrade compiles it again).
+    import pyspark
+    monkeypatch.setattr(pyspark, "__version__", pyspark.__version__ + ".post1")
+    assert len({before, one, two, jvm_jar.jar_path(tmp_path)}) == 4
