@@ -59,6 +59,10 @@ class IngressMetrics:
         self._thread = threading.Thread(target=self._run, name="ingress-metrics", daemon=True)
 
     def start(self) -> "IngressMetrics":
+        # A first sample at the start: the muted share needs two, and a run shorter than
+        # one tick (a replay of a few hundred thousand events) would otherwise report none.
+        st = self.stats_fn()
+        self._recent.append(IngressSample(time.time_ns(), float(st.muted_seconds), int(st.backlog)))
         self._thread.start()
         return self
 

@@ -9,7 +9,10 @@ from collector.influx.server import InfluxServer
 from marketspread.cli import build_parser, config_from
 from engine.config import Config
 
-from .harness import (fleet_for, is_loopback, listening_sockets, session_members, start_ingress, start_job,
+from engine.tools.generate import generate
+from engine.tools.sender import send_acknowledged
+
+from .harness import (drain, fleet_for, is_loopback, listening_sockets, session_members, start_ingress, start_job,
                       stop_gracefully)
 
 
@@ -52,12 +55,19 @@ def test_influxdb_defaults_to_loopback_and_its_command_cannot_widen_it(tmp_path)
 
 
 def test_local_job_listens_on_loopback_only(tmp_path, monkeypatch):
-    """The job's Spark driver (RPC, block manager) and py4j stay on loopback with a local master."""
+    """The job's Spark driver (RPC, block manager) and py4j stay on loopback with a local master,
+    and its Python workers' sockets are in a folder of this user's only."""
     monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
     state = tmp_path / "state"
     fleet = fleet_for(tmp_path)
     try:
+        # Events to process: the job starts its Python workers with its first batch that reads some.
+        ingress, ports = start_ingress(fleet, state, "--no-metrics")
+        nbbo, orders = tmp_path / "nbbo.msg", tmp_path / "orders.msg"
+        generate(nbbo, orders, symbols=20, nbbo=500, orders=500, seed=3)
+        send_acknowledged("127.0.0.1", ports["nbbo"], nbbo)
         job = start_job(fleet, state, "--no-metrics", master="local[1]")
+        drain(state, job)
         members = session_members(job.popen.pid)
         socks = [s for pid in members for s in listening_sockets(pid)]
         assert socks and all(is_loopback(a) for a, _ in socks), socks
@@ -69,6 +79,7 @@ def test_local_job_listens_on_loopback_only(tmp_path, monkeypatch):
         assert any(p.is_socket() for p in sock_dir.iterdir())
         assert stop_gracefully(fleet, job) == 0
         assert not sock_dir.exists()              # removed with the job, socket files and all
+        assert stop_gracefully(fleet, ingress) == 0
     finally:
         fleet.stop_all()
 
