@@ -61,8 +61,7 @@ class IngressMetrics:
     def start(self) -> "IngressMetrics":
         # A first sample at the start: the muted share needs two, and a run shorter than
         # one tick (a replay of a few hundred thousand events) would otherwise report none.
-        st = self.stats_fn()
-        self._recent.append(IngressSample(time.time_ns(), float(st.muted_seconds), int(st.backlog)))
+        self._sample(time.time_ns())
         self._thread.start()
         return self
 
@@ -87,10 +86,15 @@ class IngressMetrics:
             counts = SparseCounts(idx.astype(np.int32), np.bincount(inv, weights=arr[:, 1]).astype(np.int64))
             self.agg.add(StepSample(stream, STEP_INGRESS, self.worker, last_commit, counts))
 
-    def _status_points(self, now_ns: int) -> list[Point]:
-        """The ingress' status point and its `backpressure` figures (muted share, backlog)."""
+    def _sample(self, now_ns: int):
+        """Read the ingress' stats, keep their muted seconds and backlog; return them."""
         st = self.stats_fn()
         self._recent.append(IngressSample(now_ns, float(st.muted_seconds), int(st.backlog)))
+        return st
+
+    def _status_points(self, now_ns: int) -> list[Point]:
+        """The ingress' status point and its `backpressure` figures (muted share, backlog)."""
+        st = self._sample(now_ns)
         while self._recent and self._recent[0].ts_ns < now_ns - int(WINDOW_S * 1e9):
             self._recent.popleft()
         figures = ingress_figures(list(self._recent), now_ns)

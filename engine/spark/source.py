@@ -19,7 +19,6 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 
-from engine.config import Config
 from engine.spark.jvm_jar import has_class
 from engine.ingress.log import read_head
 from engine.wire.records import shard_keys
@@ -51,7 +50,7 @@ def range_batch(keys: list[int], lo: int, hi: int) -> pa.RecordBatch:
 class IngressDataSource(DataSource):
     """`spark.readStream.format("marketspread_ingress").option("path", LOG_DIR)`.
 
-    Options: `path` (log folder), `shards` (symbol shards), `maxRowsPerBatch`,
+    Options (`source_options`): `path` (log folder), `shardKeys` (comma-separated), `maxRowsPerBatch`,
     `firstBatchRows` (the cap of the first batch that reads records; 0 or unset: `maxRowsPerBatch`).
     """
 
@@ -78,7 +77,7 @@ class IngressRangeReader(SimpleDataSourceStreamReader):
 
     def __init__(self, options):
         self.path = options["path"]
-        self.keys = shard_keys(int(options.get("shards", Config.shards)))
+        self.keys = [int(k) for k in options["shardKeys"].split(",")]
         self.max_rows = int(options.get("maxRowsPerBatch", 500_000))
         first = int(options.get("firstBatchRows", 0))
         self.next_rows = min(self.max_rows, first) if first > 0 else self.max_rows
@@ -116,6 +115,6 @@ def source_format(spark) -> str:
 
 
 def source_options(log_dir: str, shards: int, max_rows: int, first_rows: int) -> dict[str, str]:
-    """The options of either source (the JVM's takes the shard keys, which Python owns)."""
-    return {"path": log_dir, "shards": str(shards), "shardKeys": ",".join(map(str, shard_keys(shards))),
+    """The options of either source; the shard keys are computed here, once (shard_keys)."""
+    return {"path": log_dir, "shardKeys": ",".join(map(str, shard_keys(shards))),
             "maxRowsPerBatch": str(max_rows), "firstBatchRows": str(first_rows)}

@@ -40,7 +40,7 @@ def test_reader_plans_the_log_range_up_to_the_head_in_capped_steps(tmp_path):
     w.append(np.zeros((5, 8), np.uint8), 5)     # five records (their contents do not matter to planning)
     w.commit()
     w.close()
-    reader = IngressRangeReader({"path": str(log), "shards": "2", "maxRowsPerBatch": "3"})
+    reader = IngressRangeReader(source_options(str(log), 2, 3, 0))
     rows, end = reader.read({"seq": 0})
     assert end == {"seq": 3}
     [b] = list(rows)
@@ -59,7 +59,7 @@ def test_the_first_batch_a_reader_plans_is_capped_smaller(tmp_path):
     w.append(np.zeros((10, 8), np.uint8), 10)
     w.commit()
     w.close()
-    opts = {"path": str(log), "shards": "1", "maxRowsPerBatch": "4", "firstBatchRows": "2"}
+    opts = source_options(str(log), 1, 4, 2)
     reader = IngressRangeReader(opts)
     assert reader.read({"seq": 0})[1] == {"seq": 0 + 2}
     assert reader.read({"seq": 2})[1] == {"seq": 6}
