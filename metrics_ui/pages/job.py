@@ -242,8 +242,9 @@ def refresh_spark_and_ingress(window, run, digests):
     shown = TimeRange(*window.get("shown", rng))
     try:
         store = c.store()
-        batches = store.batch_view(run, rng, interval)
-        ingress = store.ingress_view(run, rng, interval)
+        status = TimeRange(rng.start_ns, int(window["bp_end"]))      # to a finished run's true end
+        batches = store.batch_view(run, status, interval)
+        ingress = store.ingress_view(run, status, interval)
     except InfluxError:
         return (dash.no_update,) * 6
     slowest = max(batches.slowest_ms.values, default=None)
@@ -293,9 +294,12 @@ def _url_banner(error) -> html.Div | None:
 
 
 def _backpressure_range(rng: TimeRange, anchor: int, live: bool) -> TimeRange:
-    """Return the range the backpressure panel reads: to the run's true end when `rng` ends where the run does.
+    """Return the range the status panels read: to the run's true end when `rng` ends where the run does.
 
-    Only this panel (and the markers) reads past the range: the latency tables keep counting the events in `rng`.
+    A finished run's last status points (backlogs, the ingress' final counters, the last
+    Spark batch) are written when it stops, after its last latency point. Only the
+    backpressure, Spark batch and ingress panels (and the markers) read past the range:
+    the latency tables keep counting the events in `rng`.
     """
     if live or rng.end_ns != anchor:
         return rng

@@ -167,3 +167,23 @@ def test_finished_run_panel_shows_the_backlog_written_after_its_last_latency_poi
     ends = [t["y"][-1] for t in _wait_traces(dash_duo, "job-bp-backlog")]
     assert ends == [0, 0], ends                                   # both series end drained
     assert dash_duo.get_logs() == []
+
+
+def test_finished_run_shows_the_ingress_counters_and_batches_written_after_its_last_latency_point(
+        dash_duo, ui_app, ui_data, influx_client):
+    # A short replay: the ingress' only status point is its final one, written when it stops,
+    # after the run's last latency point; so is the Spark listener's last batch.
+    run, stopped = ui_data.done_run, ui_data.done_start_ns + 21 * NS
+    influx_client.write([
+        Point("ingress", {"run": run}, {"accepted": 1000, "bad": 2, "muted_seconds": 1.5, "mute_episodes": 1}, stopped),
+        Point("ingress_bad", {"run": run, "reason": "unknown message type"}, {"frames": 2}, stopped),
+        Point(SPARK_PROGRESS, {"run": run, "query": "q"}, {"batch_ms": 40.0, "batch_id": 0}, ui_data.done_start_ns),
+        Point(SPARK_PROGRESS, {"run": run, "query": "q"}, {"batch_ms": 30.0, "batch_id": 1}, stopped)])
+    dash_duo.start_server(ui_app, port=_free_port())
+    dash_duo.driver.get(dash_duo.server_url + f"/run/{run}")
+
+    dash_duo.wait_for_contains_text("#job-ingress-summary", "2 bad frames set aside (unknown message type 2) · "
+                                                            "muted 1.5 s in 1 episodes", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#job-batch-summary", "2 micro-batches in the range", timeout=TIMEOUT)
+    assert sum(y for t in _wait_traces(dash_duo, "job-bad-frames") for y in t["y"]) == 2
+    assert dash_duo.get_logs() == []
