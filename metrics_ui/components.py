@@ -134,6 +134,8 @@ def stats_rows(stats: Sequence[GroupStats]) -> list[list[str]]:
 
 BP_HEADER = ("step", "status", "busy %", "backpressured %", "idle %", "backlog (events)", "backlog growth (events/s)")
 BP_EMPTY = "no backpressure figures for this run yet"
+#: What a page's charts and tables say when InfluxDB failed at its first load (nothing drawn to keep).
+UNREADABLE = "InfluxDB could not be read: see the message above"
 
 
 def fmt_share(share: float | None) -> str:

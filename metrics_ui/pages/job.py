@@ -114,6 +114,18 @@ def _window(rng: TimeRange, interval: int, revision: str, markers: list[Marker],
             "shown": [shown.start_ns, shown.end_ns], "tick": tick}
 
 
+def _unreadable(error: InfluxError) -> tuple:
+    """Return the main callback's outputs when InfluxDB fails at the page's first load.
+
+    Nothing is drawn yet to keep: every chart, table and panel says why it is empty,
+    instead of "loading…" (or the panels' "no data yet", a claim about the run).
+    """
+    empty = c.table(c.STATS_HEADER, [], empty=c.UNREADABLE)
+    return ("", "status", "", figures.empty_figure("Throughput", c.UNREADABLE),
+            figures.empty_figure("Start-to-end latency", c.UNREADABLE), empty, empty, empty,
+            c.influx_error_banner(error), True, {"empty": c.UNREADABLE}, {})
+
+
 def _unpack(window: dict) -> tuple[TimeRange, int, str, list[Marker]]:
     """Return the range read, the bucket, the charts' uirevision and the markers."""
     return (TimeRange(int(window["start"]), int(window["end"])), int(window["interval"]), str(window["revision"]),
@@ -153,7 +165,9 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
         view = store.job_view(run, rng, interval)
         markers = store.markers(run, _backpressure_range(rng, info.anchor_ns(now), info.live))
     except InfluxError as e:
-        return keep + [c.influx_error_banner(e), True, dash.no_update, dash.no_update]
+        if digests:         # what the page shows stays, under the banner, until InfluxDB answers again
+            return keep + [c.influx_error_banner(e), True, dash.no_update, dash.no_update]
+        return _unreadable(e)
     revision = run        # a new range comes with its own x range; hidden series and y zooms stay
     step_rows = c.stats_rows(view.steps)
     for row in step_rows:
@@ -203,8 +217,8 @@ def remember_hidden(_throughput, _percentiles, throughput_fig, percentiles_fig, 
           Input(JOB_WINDOW, "data"), State(JOB_RUN, "data"), State(JOB_BP + "-digests", "data"))
 def refresh_backpressure(window, run, digests):
     """Reload the backpressure table, job graph and charts for the page's range."""
-    if not window:
-        return (*_backpressure_empty(c.BP_EMPTY), {})
+    if not window or "empty" in window:
+        return (*_backpressure_empty((window or {}).get("empty", c.BP_EMPTY)), {})
     rng, interval, revision, markers = _unpack(window)
     shown = TimeRange(*window.get("shown", rng))
     try:
@@ -235,9 +249,10 @@ def refresh_backpressure(window, run, digests):
           Input(JOB_WINDOW, "data"), State(JOB_RUN, "data"), State(JOB_BATCHES + "-digests", "data"))
 def refresh_spark_and_ingress(window, run, digests):
     """Reload the Spark batch chart and the ingress' bad frames and muted time for the page's range."""
-    if not window:
-        return (figures.empty_figure(_BATCH_TITLE), "", figures.empty_figure(_BAD_TITLE),
-                figures.empty_figure(_MUTED_TITLE), "", {})
+    if not window or "empty" in window:
+        why = (window or {}).get("empty", figures.NO_DATA)
+        return (figures.empty_figure(_BATCH_TITLE, why), "", figures.empty_figure(_BAD_TITLE, why),
+                figures.empty_figure(_MUTED_TITLE, why), "", {})
     rng, interval, revision, markers = _unpack(window)
     shown = TimeRange(*window.get("shown", rng))
     try:

@@ -116,7 +116,14 @@ def refresh_step(_n, choice, from_date, from_time, to_date, to_time, pipeline, w
         view = store.step_view(run, step, rng, bucket_s(rng), pipeline=pipeline or None, worker=worker or None)
         markers = store.markers(run, rng)
     except InfluxError as e:
-        return keep + [c.influx_error_banner(e), True, dash.no_update]
+        if digests:         # what the page shows stays, under the banner, until InfluxDB answers again
+            return keep + [c.influx_error_banner(e), True, dash.no_update]
+        # the first load: nothing drawn to keep, so every chart and table says why it is empty
+        why = c.UNREADABLE
+        return ("", None, figures.empty_figure("Percent of events by latency bin", why),
+                figures.empty_figure("Latency by percentile", why), figures.empty_figure("Throughput", why),
+                c.table(c.STATS_HEADER, [], empty=why), dash.no_update, dash.no_update, [], [],
+                c.influx_error_banner(e), True, {})
     p = view.percentiles
     pct_table = c.table(PERCENTILE_HEADER, [[format_ns(p[q]) for q in (50.0, 95.0, 99.0, 99.9, 99.99)]
                                             + [format_ns(view.hist.max)]] if view.events else [],

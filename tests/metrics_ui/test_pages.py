@@ -156,6 +156,33 @@ def test_unreachable_influxdb_shows_a_banner(dash_duo):
     assert dash_duo.get_logs() == []
 
 
+_PAGE_MESSAGES = ("return [...document.querySelectorAll('.js-plotly-plot')].flatMap(g => "
+                  "(g._fullLayout.annotations || []).map(a => g.closest('.dash-graph').id + ': ' + a.text))"
+                  ".concat([document.body.innerText]).join('\\n');")
+
+
+def test_job_and_step_pages_say_why_they_are_empty_when_influxdb_is_unreachable(dash_duo):
+    # At first load there is nothing to keep: every chart, table and panel says why it
+    # is empty (not "loading…", and not "no data yet", which would be a claim about the run).
+    url = f"http://127.0.0.1:{free_port()}"
+    app = create_app(UiConfig(influx=InfluxConfig(url=url, db="none", timeout=2.0), refresh_ms=1000))
+    dash_duo.start_server(app, port=free_port())
+    for path, banner, graphs in (("/run/r1", "#job-banner", ("job-throughput", "job-percentiles", "job-bp-busy",
+                                                            "job-bp-backlog", "job-batches", "job-bad-frames",
+                                                            "job-muted")),
+                                 ("/step/r1/sink", "#step-banner", ("step-bins", "step-curve", "step-throughput"))):
+        dash_duo.driver.get(dash_duo.server_url + path)
+        dash_duo.wait_for_contains_text(banner, "is unreachable", timeout=TIMEOUT)
+        unread = [f"{g}: InfluxDB could not be read" for g in graphs]
+        dash_duo._wait_for(lambda _d: all(m in dash_duo.driver.execute_script(_PAGE_MESSAGES) for m in unread),
+                           timeout=TIMEOUT, msg=f"{path}: {dash_duo.driver.execute_script(_PAGE_MESSAGES)}")
+        time.sleep(2.5)                                   # two more failed refreshes keep the messages
+        messages = dash_duo.driver.execute_script(_PAGE_MESSAGES)
+        assert all(m in messages for m in unread), messages
+        assert not any(word in messages for word in ("loading", "no data", "no backpressure", "no Spark")), messages
+    assert dash_duo.get_logs() == []
+
+
 def _events(influx_client, run: str, step: str, where: str = "", params: dict | None = None) -> int:
     q = f'SELECT sum("count") FROM "latency" WHERE "run" = $run AND "step" = $step {where}'
     series = influx_client.query(q, dict(params or {}, run=run, step=step))
