@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -64,6 +65,22 @@ def test_a_damaged_archive_is_ignored_by_the_jvm(tmp_path):
     r = subprocess.run(["java", *opts.split(), "-version"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "sharing" not in r.stderr and "warning" not in r.stderr.lower(), r.stderr
+
+
+def test_without_the_ui_the_status_store_keeps_little(spark):
+    from engine.spark.session import QUIET_STATUS_STORE
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.ui.enabled") == "false"
+    assert {k: spark.conf.get(k) for k in QUIET_STATUS_STORE} == QUIET_STATUS_STORE
+    assert {k: conf.get(k) for k in QUIET_STATUS_STORE} == QUIET_STATUS_STORE
+    # the status store drops old jobs past a hundred (Spark's default keeps a thousand)
+    store = spark.sparkContext._jsc.sc().statusStore()
+    for _ in range(150):
+        spark.sparkContext.parallelize([1], 1).count()
+    deadline = time.monotonic() + 20              # Spark drops them in a thread of its own
+    while store.jobsList(None).size() > 100 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert 0 < store.jobsList(None).size() <= 100
 
 
 def test_the_session_maps_the_archive_setup_made(spark):
