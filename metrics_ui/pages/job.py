@@ -63,9 +63,10 @@ _BACKLOG_TITLE = "Backlog"
 _BATCH_TITLE = "Spark micro-batches: phases (mean) and slowest batch"
 _BAD_TITLE = "Bad frames set aside by the ingress, by reason"
 _MUTED_TITLE = "Ingress muted (backpressure)"
-#: How far past a finished run's last `latency` point its backpressure panel reads: the ingress
-#: and the job write their last figures (the backlog drained to 0) a few seconds after it.
-BP_GRACE_NS = 15 * NS
+#: How far past a finished run's last `latency` point its status panels (backpressure, Spark
+#: batches, ingress) read: the ingress and the job write their last figures (the backlog
+#: drained to 0, the final counters) a few seconds after it.
+STATUS_GRACE_NS = 15 * NS
 
 
 def layout(run_id: str | None = None, **query) -> html.Div:
@@ -103,14 +104,14 @@ def layout(run_id: str | None = None, **query) -> html.Div:
     ])
 
 
-def _window(rng: TimeRange, interval: int, revision: str, markers: list[Marker], bp_end: int,
+def _window(rng: TimeRange, interval: int, revision: str, markers: list[Marker], status_end: int,
             shown: TimeRange, tick: bool = False) -> dict:
     """Return what the panels need of the main callback's range, as the JOB_WINDOW store holds it.
 
     `tick` says the range came from a refresh (not the user's pick), so charts may go as a Patch.
     """
     return {"start": rng.start_ns, "end": rng.end_ns, "interval": interval, "revision": revision,
-            "bp_end": bp_end, "markers": [[m.time_ns, m.kind, m.text] for m in markers],
+            "status_end": status_end, "markers": [[m.time_ns, m.kind, m.text] for m in markers],
             "shown": [shown.start_ns, shown.end_ns], "tick": tick}
 
 
@@ -124,6 +125,11 @@ def _unreadable(error: InfluxError) -> tuple:
     return ("", "status", "", figures.empty_figure("Throughput", c.UNREADABLE),
             figures.empty_figure("Start-to-end latency", c.UNREADABLE), empty, empty, empty,
             c.influx_error_banner(error), True, {"empty": c.UNREADABLE}, {})
+
+
+def _status_read(window: dict) -> TimeRange:
+    """Return the range the status panels read: the page's, to a finished run's true end (`_status_range`)."""
+    return TimeRange(int(window["start"]), int(window["status_end"]))
 
 
 def _unpack(window: dict) -> tuple[TimeRange, int, str, list[Marker]]:
@@ -163,7 +169,7 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
             return keep + [c.warning_banner(str(e)), info.live, dash.no_update, dash.no_update]
         interval = bucket_s(rng)
         view = store.job_view(run, rng, interval)
-        markers = store.markers(run, _backpressure_range(rng, info.anchor_ns(now), info.live))
+        markers = store.markers(run, _status_range(rng, info.anchor_ns(now), info.live))
     except InfluxError as e:
         if digests:         # what the page shows stays, under the banner, until InfluxDB answers again
             return keep + [c.influx_error_banner(e), True, dash.no_update, dash.no_update]
@@ -174,8 +180,8 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
         row[0] = dcc.Link(row[0], href=f"/step/{quote(run, safe='')}/{quote(row[0], safe='')}")
     summary = (f"{view.events:,} events start-to-end in the range · {info.events:,} in the whole run · "
                f"{'live' if info.live else 'finished'}")
-    bp_end = _backpressure_range(rng, info.anchor_ns(now), info.live).end_ns
-    shown = c.shown_range(rng, info.first_ns, bp_end)
+    status_end = _status_range(rng, info.anchor_ns(now), info.live).end_ns
+    shown = c.shown_range(rng, info.first_ns, status_end)
     frame = (shown, revision, markers)
     tick = ctx.triggered_id == JOB_INTERVAL        # a refresh: charts send their new points only
     changed, digests = c.only_changed({
@@ -192,7 +198,7 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
         "workers": (view.workers, lambda: c.table(c.STATS_HEADER, c.stats_rows(view.workers), JOB_WORKERS + "-table")),
     }, digests, patch=("throughput", "percentiles"), scope="job", tick=tick)
     return (*changed, _url_banner(url_error), info.live,
-            _window(rng, interval, revision, markers, bp_end, shown, tick), digests)
+            _window(rng, interval, revision, markers, status_end, shown, tick), digests)
 
 
 @callback(Output(JOB_HIDDEN, "data"), Input(JOB_THROUGHPUT, "restyleData"), Input(JOB_PERCENTILES, "restyleData"),
@@ -222,7 +228,7 @@ def refresh_backpressure(window, run, digests):
     rng, interval, revision, markers = _unpack(window)
     shown = TimeRange(*window.get("shown", rng))
     try:
-        bp = c.store().backpressure_view(run, TimeRange(rng.start_ns, int(window["bp_end"])), interval)
+        bp = c.store().backpressure_view(run, _status_read(window), interval)
     except InfluxError:
         return (dash.no_update,) * 5                  # the main callback's banner says so
 
@@ -257,9 +263,8 @@ def refresh_spark_and_ingress(window, run, digests):
     shown = TimeRange(*window.get("shown", rng))
     try:
         store = c.store()
-        status = TimeRange(rng.start_ns, int(window["bp_end"]))      # to a finished run's true end
-        batches = store.batch_view(run, status, interval)
-        ingress = store.ingress_view(run, status, interval)
+        batches = store.batch_view(run, _status_read(window), interval)
+        ingress = store.ingress_view(run, _status_read(window), interval)
     except InfluxError:
         return (dash.no_update,) * 6
     slowest = max(batches.slowest_ms.values, default=None)
@@ -308,7 +313,7 @@ def _url_banner(error) -> html.Div | None:
     return c.warning_banner(error) if isinstance(error, str) and error else None
 
 
-def _backpressure_range(rng: TimeRange, anchor: int, live: bool) -> TimeRange:
+def _status_range(rng: TimeRange, anchor: int, live: bool) -> TimeRange:
     """Return the range the status panels read: to the run's true end when `rng` ends where the run does.
 
     A finished run's last status points (backlogs, the ingress' final counters, the last
@@ -318,7 +323,7 @@ def _backpressure_range(rng: TimeRange, anchor: int, live: bool) -> TimeRange:
     """
     if live or rng.end_ns != anchor:
         return rng
-    return TimeRange(rng.start_ns, rng.end_ns + BP_GRACE_NS)
+    return TimeRange(rng.start_ns, rng.end_ns + STATUS_GRACE_NS)
 
 
 def _backpressure_panel(bp: BackpressureView) -> tuple:

@@ -50,6 +50,7 @@ def layout(run_id: str | None = None, step: str | None = None, **query) -> html.
     """Return the step page with the range and refresh rate of its address (data arrives with the first tick)."""
     run, step = unquote(run_id or ""), unquote(step or "")
     q = c.page_query(query)
+    loading = _empty_charts("loading…")
     return html.Div([
         dcc.Store(id=STEP_KEY, data={"run": run, "step": step}), dcc.Store(id=STEP_LIVE, data=False),
         dcc.Store(id=STEP_URL), dcc.Store(id=STEP_DIGESTS, data={}), dcc.Store(id=STEP_URL_ERROR, data=q.error),
@@ -67,13 +68,18 @@ def layout(run_id: str | None = None, step: str | None = None, **query) -> html.
                              html.A(".hgrm", id=STEP_HGRM, href=export_url(run, step, "hgrm"))],
                             className="export")]),
         html.Div(id=STEP_PERCENTILES),
-        html.Div([dcc.Graph(id=STEP_BINS, figure=figures.empty_figure("Percent of events by latency bin", "loading…")),
-                  dcc.Graph(id=STEP_CURVE, figure=figures.empty_figure("Latency by percentile", "loading…"))],
+        html.Div([dcc.Graph(id=STEP_BINS, figure=loading[0]), dcc.Graph(id=STEP_CURVE, figure=loading[1])],
                  className="grid2"),
-        dcc.Graph(id=STEP_THROUGHPUT, figure=figures.empty_figure("Throughput", "loading…")),
+        dcc.Graph(id=STEP_THROUGHPUT, figure=loading[2]),
         html.H3("Workers"), html.Div(id=STEP_WORKERS),
         dcc.Interval(id=STEP_INTERVAL, interval=current_app.config["MS_UI"].refresh_ms, n_intervals=0),
     ])
+
+
+def _empty_charts(message: str) -> tuple:
+    """Return the page's three charts (bins, percentile curve, throughput) showing `message` instead of data."""
+    return (figures.empty_figure("Percent of events by latency bin", message),
+            figures.empty_figure("Latency by percentile", message), figures.empty_figure("Throughput", message))
 
 
 @callback(Output(STEP_SUMMARY, "children"), Output(STEP_PERCENTILES, "children"), Output(STEP_BINS, "figure"),
@@ -97,16 +103,13 @@ def refresh_step(_n, choice, from_date, from_time, to_date, to_time, pipeline, w
             check_worker(worker)
     except ValueError as e:
         none = "no such run or step"
-        return (none, None, figures.empty_figure("Percent of events by latency bin", none),
-                figures.empty_figure("Latency by percentile", none), figures.empty_figure("Throughput", none),
-                c.table(c.STATS_HEADER, [], empty=none), dash.no_update, dash.no_update, [], [],
-                c.warning_banner(str(e)), False, {})
+        return (none, None, *_empty_charts(none), c.table(c.STATS_HEADER, [], empty=none),
+                dash.no_update, dash.no_update, [], [], c.warning_banner(str(e)), False, {})
     try:
         store, now = c.store(), c.now_ns()
         info = store.run(run, now)
         if info is None:
-            return ("no data yet for this run", None, figures.empty_figure("Percent of events by latency bin"),
-                    figures.empty_figure("Latency by percentile"), figures.empty_figure("Throughput"),
+            return ("no data yet for this run", None, *_empty_charts(figures.NO_DATA),
                     c.table(c.STATS_HEADER, []), dash.no_update, dash.no_update, [], [], None, True, {})
         try:
             rng = c.picked_range(choice, info.anchor_ns(now), from_date, from_time, to_date, to_time)
@@ -119,11 +122,8 @@ def refresh_step(_n, choice, from_date, from_time, to_date, to_time, pipeline, w
         if digests:         # what the page shows stays, under the banner, until InfluxDB answers again
             return keep + [c.influx_error_banner(e), True, dash.no_update]
         # the first load: nothing drawn to keep, so every chart and table says why it is empty
-        why = c.UNREADABLE
-        return ("", None, figures.empty_figure("Percent of events by latency bin", why),
-                figures.empty_figure("Latency by percentile", why), figures.empty_figure("Throughput", why),
-                c.table(c.STATS_HEADER, [], empty=why), dash.no_update, dash.no_update, [], [],
-                c.influx_error_banner(e), True, {})
+        return ("", None, *_empty_charts(c.UNREADABLE), c.table(c.STATS_HEADER, [], empty=c.UNREADABLE),
+                dash.no_update, dash.no_update, [], [], c.influx_error_banner(e), True, {})
     p = view.percentiles
     pct_table = c.table(PERCENTILE_HEADER, [[format_ns(p[q]) for q in (50.0, 95.0, 99.0, 99.9, 99.99)]
                                             + [format_ns(view.hist.max)]] if view.events else [],
