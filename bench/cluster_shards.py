@@ -99,7 +99,7 @@ def run_shards(n: int, url: str, data: tuple[Path, Path], run_dir: Path, max_row
         print(f"cluster-shards {n}: {head:,} events in the log in {ingest_s:.1f} s; starting the job ...", flush=True)
         t0 = time.monotonic()
         job = fleet.spawn("job", ["job", "--state-dir", run_dir, "--master", url, "--shards", n, "--no-metrics",
-                                  "--keep-log", "--max-rows-per-batch", max_rows])
+                                  "--keep-log", "--max-rows-per-batch", max_rows, "--count-bytes-read"])
         wait_until(lambda: "job started" in job.log_path.read_text(errors="replace"), JOB_READY,
                    "the job to start its query", [job, ingress], interval=0.1)
         t_ready = time.monotonic()

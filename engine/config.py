@@ -33,6 +33,10 @@ class Config:
     trigger_ms: int = 0
     spark_ui: bool = False
     metrics: bool = True                  # latency samples recorded in tasks, shipped to InfluxDB
+    # Count the bytes of records the tasks read (a Spark accumulator; the job logs bytes/event at
+    # stop). Off by default: Spark hands each task's update to the driver's Python process and
+    # waits for its answer before the batch ends, ~2 ms a batch with metrics on (bench/README.md).
+    count_bytes_read: bool = False
     # ingress limits (docs/RELIABILITY.md, "Disk full" and "Connection flood"): the low-space mark is
     # the smaller of the two (5 % of a 20 TB disk is too much, 1 GiB of a 10 GiB one too little)
     max_connections: int = 1024           # per port; beyond it new connections are refused (RST)

@@ -34,6 +34,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--deadletter-max-bytes", type=int, help="cap of the dead-letter file and its rotated copy (64 MiB)")
     g.add_argument("--no-metrics", dest="metrics", action="store_const", const=False,
                    help="record no latency metrics (default: on, written to MS_INFLUX_URL)")
+    g.add_argument("--count-bytes-read", dest="count_bytes_read", action="store_const", const=True,
+                   help="job: count the bytes its tasks read and log bytes/event at stop (costs each batch "
+                        "a round trip to the driver's Python)")
 
 
 def _add_retention(p: argparse.ArgumentParser) -> None:
@@ -53,7 +56,7 @@ def config_from(args: argparse.Namespace) -> Config:
     keys = ("state_dir", "master", "shards", "host", "nbbo_port", "orders_port", "max_backlog",
             "max_rows_per_batch", "first_batch_rows", "trigger_ms", "fsync", "metrics", "max_connections", "idle_timeout",
             "min_free_bytes", "min_free_percent", "deadletter_max_bytes", "results_retention",
-            "results_retention_bytes", "log_retention", "checkpoint_batches")
+            "results_retention_bytes", "log_retention", "checkpoint_batches", "count_bytes_read")
     over = {k: getattr(args, k, None) for k in keys}
     cfg = Config.from_env(**over)
     if over.get("max_backlog") is not None:

@@ -93,7 +93,7 @@ def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
         shipper = MetricsShipper(cfg.out_dir, run, writer, tasks=cfg.shards).start()
         listener = attach_listener(spark, run, writer, cfg.log_dir, cfg.shard_state_dir)
         alerts = start_evaluator(cfg.state_dir, writer)
-    bytes_read = spark.sparkContext.accumulator(0)
+    bytes_read = spark.sparkContext.accumulator(0) if cfg.count_bytes_read else None
     first_consumed = read_consumed(cfg.log_dir)
     query = start_query(spark, cfg, listener, consumed=ConsumedOffsetListener(str(cfg.log_dir), None),
                         bytes_read=bytes_read)
@@ -138,10 +138,11 @@ def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
         if shipper is not None:
             shipper.stop()
             writer.close(timeout=10)
-        events = read_consumed(cfg.log_dir) - first_consumed
-        log.info("job read %d bytes of ingress records (log or shard files) for %d events committed: "
-                 "%.1f bytes/event, %d shards", bytes_read.value, events, bytes_read.value / max(1, events),
-                 cfg.shards)
+        if bytes_read is not None:
+            events = read_consumed(cfg.log_dir) - first_consumed
+            log.info("job read %d bytes of ingress records (log or shard files) for %d events committed: "
+                     "%.1f bytes/event, %d shards", bytes_read.value, events, bytes_read.value / max(1, events),
+                     cfg.shards)
         spark.stop()
         log.info("job stopped")
     if failure is not None:

@@ -70,7 +70,8 @@ def test_job_on_a_standalone_cluster_equals_local(cluster, tmp_path):
     fleet = fleet_for(tmp_path / "run", {"SPARK_LOCAL_IP": "127.0.0.1"})
     try:
         ingress, ports = start_ingress(fleet, state, "--no-metrics", "--shards", 2)
-        job = start_job(fleet, state, "--no-metrics", "--max-rows-per-batch", 25_000, "--shards", 2, master=url)
+        job = start_job(fleet, state, "--no-metrics", "--max-rows-per-batch", 25_000, "--shards", 2,
+                        "--count-bytes-read", master=url)
         assert "app-" in master.log_path.read_text(), "the job did not register with the master"
         _send_acknowledged(ports["nbbo"], nbbo)         # all quotes first, as replay does
         _send_acknowledged(ports["orders"], orders)
