@@ -34,9 +34,6 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--deadletter-max-bytes", type=int, help="cap of the dead-letter file and its rotated copy (64 MiB)")
     g.add_argument("--no-metrics", dest="metrics", action="store_const", const=False,
                    help="record no latency metrics (default: on, written to MS_INFLUX_URL)")
-    g.add_argument("--count-bytes-read", dest="count_bytes_read", action="store_const", const=True,
-                   help="job: count the bytes its tasks read and log bytes/event at stop (costs each batch "
-                        "a round trip to the driver's Python)")
 
 
 def _add_retention(p: argparse.ArgumentParser) -> None:
@@ -169,6 +166,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, help="stop after this many seconds")
     p.add_argument("--forward", metavar="HOST:PORT",
                    help="also stream committed results to a TCP receiver (at-least-once per batch)")
+    p.add_argument("--count-bytes-read", dest="count_bytes_read", action="store_const", const=True,
+                   help="count the bytes the tasks read and log bytes/event at stop (costs each batch "
+                        "a round trip to the driver's Python)")
     _add_retention(p)
     p.set_defaults(func=_cmd_job)
 

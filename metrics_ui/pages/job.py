@@ -263,8 +263,9 @@ def refresh_spark_and_ingress(window, run, digests):
     shown = TimeRange(*window.get("shown", rng))
     try:
         store = c.store()
-        batches = store.batch_view(run, _status_read(window), interval)
-        ingress = store.ingress_view(run, _status_read(window), interval)
+        status = _status_read(window)
+        batches = store.batch_view(run, status, interval)
+        ingress = store.ingress_view(run, status, interval)
     except InfluxError:
         return (dash.no_update,) * 6
     slowest = max(batches.slowest_ms.values, default=None)
