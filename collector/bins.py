@@ -22,7 +22,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from collector.histogram import BUCKET_HIGHEST_NS, BUCKET_LOWEST_NS, LatencyHistogram
+from collector.histogram import BUCKET_HIGHEST_NS, BUCKET_LOWEST_NS, LatencyHistogram, SparseCounts
 
 POWER_OF_TWO_BINS = 65
 
@@ -82,14 +82,16 @@ def ui_labels(edges_ns: Sequence[int] = WALLAROO_UI_BINS_NS) -> tuple[str, ...]:
 WALLAROO_UI_LABELS = ui_labels()
 
 
-def ui_bins(hist: LatencyHistogram, edges_ns: Sequence[int] = WALLAROO_UI_BINS_NS) -> list[UiBin]:
+def ui_bins(hist: LatencyHistogram | SparseCounts,
+            edges_ns: Sequence[int] = WALLAROO_UI_BINS_NS) -> list[UiBin]:
     """Return the dashboard's latency ranges, each bucket placed by its highest value."""
     edges = np.asarray(edges_ns, dtype=np.int64)
     if len(edges) == 0 or np.any(np.diff(edges) <= 0):
         raise ValueError("edges must be non-empty and strictly increasing")
-    cumulative = _cumulative(hist)
-    # Buckets whose highest value is <= edge: a prefix of the (ascending) bucket array.
-    below = cumulative[np.searchsorted(BUCKET_HIGHEST_NS, edges, side="right")]
+    sparse = hist.to_sparse() if isinstance(hist, LatencyHistogram) else hist
+    cumulative = np.concatenate(([0], np.cumsum(sparse.counts)))
+    # Buckets whose highest value is <= edge: a prefix of the (ascending) non-empty buckets.
+    below = cumulative[np.searchsorted(BUCKET_HIGHEST_NS[sparse.indices], edges, side="right")]
     counts = np.diff(np.concatenate(([0], below, [cumulative[-1]]))).tolist()
     total = int(cumulative[-1])
     return [

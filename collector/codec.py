@@ -21,17 +21,21 @@ from typing import Iterator
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from collector.histogram import BUCKET_COUNT, BUCKET_HIGHEST_NS, COUNTS_LEN, HIGHEST_RECORDABLE_NS, HIGHEST_TRACKABLE_NS, LOWEST_TRACKABLE_NS, SIGNIFICANT_FIGURES, SUB_BUCKET_COUNT, UNIT_MAGNITUDE, LatencyHistogram
+from collector.histogram import BUCKET_COUNT, BUCKET_HIGHEST_NS, COUNTS_LEN, HIGHEST_RECORDABLE_NS, HIGHEST_TRACKABLE_NS, LOWEST_TRACKABLE_NS, SIGNIFICANT_FIGURES, SUB_BUCKET_COUNT, UNIT_MAGNITUDE, LatencyHistogram, SparseCounts
 
 
-def to_hdrh(hist: LatencyHistogram) -> HdrHistogram:
-    """Return an ``hdrh`` HdrHistogram(1 ns, 1 h, 3 digits) holding the same counts."""
+def to_hdrh(hist: LatencyHistogram, sparse: SparseCounts | None = None) -> HdrHistogram:
+    """Return an ``hdrh`` HdrHistogram(1 ns, 1 h, 3 digits) holding the same counts.
+
+    `sparse`: the histogram's `to_sparse()`, if the caller has it (saves a pass).
+    """
     out = HdrHistogram(LOWEST_TRACKABLE_NS, HIGHEST_TRACKABLE_NS, SIGNIFICANT_FIGURES)
     np.ctypeslib.as_array(out.counts)[:] = hist.counts
-    nonzero = np.flatnonzero(hist.counts)
-    if len(nonzero):
+    if sparse is None:
+        sparse = hist.to_sparse()
+    if len(sparse):
         # What hdrh's own decoder calls to set total, min and max from the counts.
-        out.set_internal_tacking_values(int(nonzero[0]), int(nonzero[-1]), hist.total_count)
+        out.set_internal_tacking_values(int(sparse.indices[0]), int(sparse.indices[-1]), sparse.total)
     return out
 
 
@@ -52,9 +56,9 @@ def from_hdrh(other: HdrHistogram) -> LatencyHistogram:
     return LatencyHistogram(counts)
 
 
-def encode(hist: LatencyHistogram) -> str:
-    """Return the histogram as an HdrHistogram V2 compressed, base64 blob."""
-    return to_hdrh(hist).encode().decode("ascii")
+def encode(hist: LatencyHistogram, sparse: SparseCounts | None = None) -> str:
+    """Return the histogram as an HdrHistogram V2 compressed, base64 blob (`sparse`: as to_hdrh)."""
+    return to_hdrh(hist, sparse).encode().decode("ascii")
 
 
 def decode(blob: str | bytes) -> LatencyHistogram:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from collector.bins import POWER_OF_TWO_BINS, WALLAROO_POW2_UI_BINS_NS, WALLAROO_UI_BINS_NS, WALLAROO_UI_LABELS, UiBin, power_of_two_bins, ui_bins
-from collector.histogram import BUCKET_HIGHEST_NS, HIGHEST_RECORDABLE_NS, LatencyHistogram, bucket_indices
+from collector.histogram import BUCKET_HIGHEST_NS, HIGHEST_RECORDABLE_NS, LatencyHistogram, SparseCounts, bucket_indices, record_batch
 
 
 def _values(seed=1, n=50_000):
@@ -54,6 +54,7 @@ def test_ui_bins_place_each_bucket_by_its_highest_value(edges):
     highest = BUCKET_HIGHEST_NS[bucket_indices(values)]
     expected = np.bincount(np.searchsorted(edges, highest, side="left"), minlength=len(edges) + 1)
     assert [b.count for b in bins] == expected.tolist()
+    assert ui_bins(record_batch(values), edges) == bins        # from a task's sparse counts alike
     # Against the raw values, only values up to 0.1 % below an edge move one range up.
     exact = np.searchsorted(edges, values, side="left")
     placed = np.searchsorted(edges, highest, side="left")
@@ -75,6 +76,7 @@ def test_ui_bins_of_an_empty_histogram():
     bins = ui_bins(LatencyHistogram())
     assert [b.label for b in bins] == list(WALLAROO_UI_LABELS)
     assert all(b.count == 0 and b.percent == 0.0 for b in bins)
+    assert ui_bins(SparseCounts.empty()) == bins
 
 
 def test_ui_bins_rejects_unsorted_edges():

@@ -185,6 +185,11 @@ def test_statistics_agree_with_hdrh(name, values):
     assert ours.max == ref.get_max_value()
     assert ours.mean == pytest.approx(ref.get_mean_value(), rel=1e-12)
     assert ours.stddev == pytest.approx(ref.get_stddev(), rel=1e-9, abs=1e-9)
+    # the same figures straight from a task's sparse counts (what the driver's points use)
+    sparse = record_batch(values)
+    assert sparse.percentiles(PERCENTILES) == expected
+    assert (sparse.min_ns, sparse.max_ns) == (ref.get_min_value(), ref.get_max_value())
+    assert sparse.mean_ns == pytest.approx(ref.get_mean_value(), rel=1e-12)
 
 
 def test_buckets_agree_with_hdrh_recorded_iterator():
@@ -244,3 +249,6 @@ def test_empty_histogram_reports_zeros():
     assert hist.percentiles(PERCENTILES) == {p: 0 for p in PERCENTILES}
     assert list(hist.iter_buckets()) == []
     assert "empty" in repr(hist)
+    empty = SparseCounts.empty()
+    assert (empty.min_ns, empty.max_ns, empty.mean_ns) == (0, 0, 0.0)
+    assert empty.percentiles(PERCENTILES) == {p: 0 for p in PERCENTILES}
