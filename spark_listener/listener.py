@@ -96,15 +96,18 @@ class SparkMetricsListener(JsonEventsListener):
 
     def __init__(self, run: str, writer, query_name: str | None = None, *,
                  max_pending: int = 10_000, window_s: float = WINDOW_S, muted_share_fn=None,
-                 latest_offset_fn=None, state_size_fn=None, backpressure_every_s: float = 1.0):
+                 latest_offset_fn=None, state_size_fn=None, backpressure_every_s: float = 1.0,
+                 poll_s: float = 0.25):
         """`muted_share_fn(window_s)`, if given, returns the ingress' muted share over the
         last window (or None); it is called from the consumer thread, never the bus.
         `latest_offset_fn()`, if given, returns the source's latest offset (seq) for the
         backlog when Spark's progress carries none; it is called in the progress callback
         (the ingress' `head` file: one 8-byte read), so the figure is the batch's own.
         `state_size_fn()`, if given, returns (rows, bytes) of state the query keeps itself
-        (the job's shard snapshots), read in the progress callback likewise."""
+        (the job's shard snapshots), read in the progress callback likewise. The consumer
+        thread converts what is queued every `poll_s` seconds."""
         self.run = run
+        self.poll_s = poll_s
         self.state_size_fn = state_size_fn
         self.latest_offset_fn = latest_offset_fn
         self._progress_hooks: list = []
@@ -227,32 +230,41 @@ class SparkMetricsListener(JsonEventsListener):
     # -- consumer thread
 
     def _consume(self) -> None:
+        # Every `poll_s`, not on each record: waking this thread for each of 25-50 batches
+        # a second (a handover of the GIL each time) was driver CPU for points the writer
+        # sends once a second anyway.
         while True:
+            stopping = self._stopping.wait(self.poll_s)
+            while self._convert_queued():
+                pass
+            if stopping:
+                return
+
+    def _convert_queued(self) -> int:
+        """Turn up to 1000 queued records into points for the writer; return how many."""
+        recs = []
+        while len(recs) < 1000:
             try:
-                recs = [self._queue.get(timeout=0.2)]
+                recs.append(self._queue.get_nowait())
             except queue.Empty:
-                if self._stopping.is_set():
-                    return
-                continue
-            while len(recs) < 1000:
-                try:
-                    recs.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            points: list[Point] = []
-            for rec in recs:
-                try:
-                    points.extend(self._points(rec))
-                except Exception:
-                    self._failed("turning a record into points")
+                break
+        if not recs:
+            return 0
+        points: list[Point] = []
+        for rec in recs:
             try:
-                if points:
-                    self.writer.add(points)
+                points.extend(self._points(rec))
             except Exception:
-                self._failed("writer.add")
-            finally:
-                for _ in recs:
-                    self._queue.task_done()
+                self._failed("turning a record into points")
+        try:
+            if points:
+                self.writer.add(points)
+        except Exception:
+            self._failed("writer.add")
+        finally:
+            for _ in recs:
+                self._queue.task_done()
+        return len(recs)
 
     def _points(self, rec: Record) -> list[Point]:
         tags = {"run": rec.run, "query": rec.query}
