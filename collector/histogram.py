@@ -211,9 +211,11 @@ class SparseCounts:
         total = int(cumulative[-1]) if len(cumulative) else 0
         if not total:
             return {p: 0 for p in percentiles}
+        # hdrh's target count, computed with the same float operations.
         targets = [max(int(min(p, 100.0) * total / 100 + 0.5), 1) for p in percentiles]
         index = self.indices[np.searchsorted(cumulative, targets, side="left")]
         return {
+            # hdrh reports percentile 0 as the lowest value of the first bucket.
             p: int(BUCKET_HIGHEST_NS[i] if p else BUCKET_LOWEST_NS[i])
             for p, i in zip(percentiles, index.tolist())
         }

@@ -146,6 +146,26 @@ def test_backpressure_is_written_once_a_second_of_batches_and_progress_every_bat
     assert [round((t - T0_NS) / S, 2) for t in ends] == [1.2, 2.2, 3.2]
 
 
+def test_the_consumer_converts_a_burst_of_batches_in_one_go_not_one_wake_up_each():
+    """At 25-50 batches a second a wake-up per record cost the driver CPU (bench/README.md, session 18)."""
+    adds = []
+
+    class CountingWriter(MemoryWriter):
+        def add(self, points, rp=None):
+            adds.append(1)
+            return super().add(points, rp)
+
+    w = CountingWriter()
+    lst = SparkMetricsListener("r1", w, "market-spread", poll_s=0.5).start()
+    lst.onQueryStarted(_started(0.0))
+    for b in range(40):
+        lst.onQueryProgress(_progress(b, 1.0 + 0.02 * b, 100 * b or None, 100 * (b + 1), 100 * (b + 1), ms=20))
+    assert lst.flush(5)
+    lst.stop()
+    assert len(w.measurement("spark_progress")) == 40
+    assert len(adds) <= 2, adds       # the burst arrived within one poll (two if it straddled one)
+
+
 def test_failed_query_is_marked_with_its_truncated_error():
     w = MemoryWriter()
     lst = SparkMetricsListener("r1", w).start()
