@@ -335,11 +335,11 @@ class LatencyHistogram:
     @property
     def stddev(self) -> float:
         """Standard deviation (ns) over bucket median values, as HdrHistogram computes it."""
-        nonzero = np.flatnonzero(self.counts)
-        if not len(nonzero):
+        sparse = self.to_sparse()
+        if not len(sparse):
             return 0.0
-        weights = self.counts[nonzero].astype(np.float64)
-        deviation = _BUCKET_MEDIAN_NS[nonzero].astype(np.float64) - self.mean
+        weights = sparse.counts.astype(np.float64)
+        deviation = _BUCKET_MEDIAN_NS[sparse.indices].astype(np.float64) - sparse.mean_ns
         return float(np.sqrt(weights @ (deviation * deviation) / weights.sum()))
 
     def value_at_percentile(self, percentile: float) -> int:

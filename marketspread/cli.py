@@ -167,8 +167,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--forward", metavar="HOST:PORT",
                    help="also stream committed results to a TCP receiver (at-least-once per batch)")
     p.add_argument("--count-bytes-read", dest="count_bytes_read", action="store_const", const=True,
-                   help="count the bytes the tasks read and log bytes/event at stop (costs each batch "
-                        "a round trip to the driver's Python)")
+                   help="count the bytes the tasks read and log bytes/event at stop (each task's update "
+                        "is unpickled by the driver's Python, which the metrics threads share)")
     _add_retention(p)
     p.set_defaults(func=_cmd_job)
 
