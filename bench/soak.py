@@ -18,7 +18,8 @@ leaks or not, so the JVM's memory is judged by its live set; its RSS is reported
 Verdict (after the warm-up; the window is cut in thirds and the last compared with the
 first): memory flat (median RSS of the last third within 15 % + 64 MiB of the first;
 for the JVM, the median live heap), open files and threads not growing (medians of the
-last third within a small slack of the first's), state rows bounded (never above the
+last third within a small slack of the first's; the JVM's per-task Python monitors, whose
+number follows the task rate, are reported apart), state rows bounded (never above the
 symbol count: the shards' snapshots hold one entry per symbol) and state memory flat. Writes bench/results/soak-<UTC>.json and
 prints the verdict; exit 1 only if the run broke, never on a figure.
 """
@@ -65,6 +66,7 @@ class GroupSample:
     rss_bytes: int
     fds: int
     threads: int
+    task_threads: int = 0      # of `threads`, Spark's per-task monitors (see `_task_threads`)
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,26 @@ def _proc_figures(pid: int) -> tuple[int, int, int] | None:
     return int(vals.get("VmRSS", 0)) * 1024, fds, int(vals.get("Threads", 0))
 
 
+def _task_threads(pid: int) -> int:
+    """Threads of Spark's per-task Python runner monitors ("Worker Monitor for <python>").
+
+    Each Python task's monitor sleeps 2 s between checks of its task's end, so a JVM
+    running 50 short tasks a second holds ~100 of them: their number follows the task
+    rate, not the run's age, and is judged apart from the JVM's other threads.
+    """
+    n = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for tid in tasks:
+        try:
+            n += Path(f"/proc/{pid}/task/{tid}/comm").read_text().startswith("Worker Monitor")
+        except OSError:
+            pass                 # the thread ended between the listing and the read
+    return n
+
+
 def _role(pid: int, leader: int) -> str:
     if pid == leader:
         return "driver"
@@ -104,7 +126,7 @@ def _role(pid: int, leader: int) -> str:
 
 def group_samples(procs: list[e2e.Proc]) -> dict[str, GroupSample]:
     """Per process group: the ingress and senders as they are, the job split into driver, JVM, workers."""
-    acc: dict[str, list[tuple[int, int, int]]] = {}
+    acc: dict[str, list[tuple[int, int, int, int]]] = {}
     for p in procs:
         for pid in e2e.session_members(p.popen.pid):
             name = p.name if p.name != "job" else f"job-{_role(pid, p.popen.pid)}"
@@ -112,9 +134,8 @@ def group_samples(procs: list[e2e.Proc]) -> dict[str, GroupSample]:
                 continue
             fig = _proc_figures(pid)
             if fig is not None:
-                acc.setdefault(name, []).append(fig)
-    return {name: GroupSample(len(v), sum(f[0] for f in v), sum(f[1] for f in v), sum(f[2] for f in v))
-            for name, v in acc.items()}
+                acc.setdefault(name, []).append((*fig, _task_threads(pid) if name == "job-jvm" else 0))
+    return {name: GroupSample(len(v), *(sum(f[i] for f in v) for i in range(4))) for name, v in acc.items()}
 
 
 def jvm_pid(procs: list[e2e.Proc]) -> int | None:
@@ -212,7 +233,7 @@ def verdict(samples: list[SoakSample], warmup: float, symbols: int, tol: Toleran
         first, last = _thirds([g.rss_bytes for g in series])
         rss_limit = np.median(first) * (1 + tol.rss_ratio) + tol.rss_slack_bytes
         f_fd, l_fd = _thirds([g.fds for g in series])
-        f_th, l_th = _thirds([g.threads for g in series])
+        f_th, l_th = _thirds([g.threads - g.task_threads for g in series])
         t = np.array([s.t for s in win if name in s.groups]) / 60
         slope = float(np.polyfit(t, [g.rss_bytes / 2**20 for g in series], 1)[0]) if len(t) > 1 else 0.0
         # fds and threads by their medians: a Python worker that lives for a moment
@@ -227,6 +248,7 @@ def verdict(samples: list[SoakSample], warmup: float, symbols: int, tol: Toleran
             "fds_flat": bool(np.median(l_fd) <= np.median(f_fd) + tol.fd_slack),
             "threads_first": int(np.median(f_th)), "threads_last": int(np.median(l_th)),
             "threads_flat": bool(np.median(l_th) <= np.median(f_th) + tol.thread_slack),
+            "task_threads_max": max(g.task_threads for g in series),
         }
         live = [s.jvm_live_heap_bytes for s in win if s.jvm_live_heap_bytes is not None] if name == "job-jvm" else []
         if len(live) >= 3:
@@ -265,10 +287,11 @@ def format_verdict(v: dict) -> str:
             continue
         live = (f"  live heap {c['live_heap_first_mib']:.1f} -> {c['live_heap_last_mib']:.1f} MiB"
                 if "live_heap_first_mib" in c else "")
+        tasks = f" (+ per-task monitors, max {c['task_threads_max']})" if c.get("task_threads_max") else ""
         lines.append(f"  {name:18s} RSS {c['rss_first_mib']:7.1f} -> {c['rss_last_mib']:7.1f} MiB "
                      f"({c['rss_slope_mib_per_min']:+.2f} MiB/min){live}  fds {c['fds_first']} -> "
-                     f"{c['fds_last']} (max {c['fds_last_max']})  threads {c['threads_first']} -> {c['threads_last']}  "
-                     f"{'ok' if c['ok'] else 'GROWING'}")
+                     f"{c['fds_last']} (max {c['fds_last_max']})  threads {c['threads_first']} -> {c['threads_last']}"
+                     f"{tasks}  {'ok' if c['ok'] else 'GROWING'}")
     return "\n".join(lines + ([v["reason"]] if "reason" in v else []))
 
 

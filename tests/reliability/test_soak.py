@@ -43,6 +43,18 @@ def test_the_jvm_is_judged_by_its_live_heap_not_its_rss():
     assert not soak.verdict(run(8 << 20), 0, symbols=2)["checks"]["job-jvm"]["rss_flat"]
 
 
+def test_the_jvms_per_task_monitors_are_judged_apart_from_its_other_threads():
+    """Spark's per-task "Worker Monitor" threads follow the task rate (CI saw 50 -> 134 in one run)."""
+    def run(monitors: int, others: int) -> dict:
+        return soak.verdict([soak.SoakSample(float(t), t, t, {"job-jvm": soak.GroupSample(
+            1, 500 << 20, 300, 250 + others * t + 50 + monitors * t, 50 + monitors * t)}, 2, 4096, 3, 100)
+            for t in range(0, 60, 2)], 0, symbols=2)["checks"]["job-jvm"]
+    busier = run(monitors=3, others=0)
+    assert busier["threads_flat"] and busier["task_threads_max"] == 50 + 3 * 58
+    assert "per-task monitors, max 224" in soak.format_verdict({"ok": True, "checks": {"job-jvm": busier}})
+    assert not run(monitors=0, others=1)["threads_flat"]
+
+
 def test_jstat_live_set():
     out = ("S0C    S1C    S0U    S1U      EC       EU        OC         OU       MC     MU    CCSC   CCSU   "
            "YGC     YGCT    FGC    FGCT     CGC    CGCT     GCT\n"
