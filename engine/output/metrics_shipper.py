@@ -1,7 +1,8 @@
 """Ship the job's committed latency samples to InfluxDB, from the driver, off the hot path.
 
-Samples are written beside each batch's results by the state tasks (batch_output.py)
-and read once per committed batch, in batch order. An interval's samples come from
+The state tasks write each batch's stamps beside its results (batch_output.py); they
+are read once per committed batch, in batch order, and histogrammed here
+(engine.spark.step_metrics.decode_figures), not on the batch's path. An interval's samples come from
 several batches and reach InfluxDB seconds after they were read, so what a restarted job
 must re-read is saved in `metrics-position` as a `ShipPosition`: the oldest batch holding
 a sample of an interval not yet delivered, and the start of the oldest such interval (or of the oldest one a batch still to come
@@ -25,9 +26,10 @@ from collector.aggregate import IntervalAggregator
 from collector.background import lower_thread_priority
 from collector.backpressure import WINDOW_S, StepBusy, backpressure_point, step_figures
 from collector.points import latency_point
-from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, StepSample, decode_samples
+from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, StepSample
 
 from engine.output.results import BatchTail, committed_batches
+from engine.spark.step_metrics import decode_figures
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +120,7 @@ class MetricsShipper:
         for m in self.tail.poll():
             newest = None
             for blob in m.metrics:
-                for s in decode_samples(blob):
+                for s in decode_figures(blob):
                     start = s.ts_ns - s.ts_ns % self.interval_ns
                     if start < self.floor_ns:
                         self.skipped += s.counts.total
@@ -208,7 +210,7 @@ def committed_intervals(out_dir: Path, run: str) -> Counter:
     agg = IntervalAggregator(run)
     for m in committed_batches(out_dir):
         for blob in m.metrics:
-            for s in decode_samples(blob):
+            for s in decode_figures(blob):
                 agg.add(s)
     return Counter({(ih.start_ns, ih.step, ih.pipeline, ih.worker): ih.hist.total_count
                     for ih in agg.drain(time.time_ns(), final=True)})

@@ -53,7 +53,7 @@ class CommittedBatch:
     batch: int
     parts: list[Path]                 # `.bin` files (OrderResult frames), in shard order
     count: int                        # result records in them
-    metrics: list[bytes]              # each shard's encoded samples (collector.samples)
+    metrics: list[bytes]              # each shard's stamps (engine.spark.step_metrics.decode_figures)
     busy: list[bytes]                 # each shard's encoded step busy times (collector.backpressure)
     committed_ns: int                 # when Spark committed it (its commit log entry's mtime)
 

@@ -35,8 +35,8 @@ _FIGURES_HEAD = struct.Struct("<4sIII")   # magic, busy length, samples length, 
 
 
 class ShardFigures(NamedTuple):
-    """A shard's latency figures of one batch, in collector formats."""
-    samples: bytes                       # encoded step samples (collector.samples)
+    """A shard's latency figures of one batch: its stamps and its steps' busy times."""
+    samples: bytes                       # the task's stamps (engine.spark.step_metrics.BatchStamps)
     busy: bytes                          # step busy times (collector.backpressure.StepBusy)
 
 

@@ -7,13 +7,13 @@ import numpy as np
 from pyspark import TaskContext
 
 from collector.backpressure import StepBusy
-from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, encode_samples, worker_name
+from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, worker_name
 
 from engine.config import Config
 from engine.ingress.log import RECORD_BYTES, LogReader
 from engine.ingress.shard_files import read_shard
 from engine.spark.batch_output import ShardFigures, ShardOutput, stamp_frames
-from engine.spark.step_metrics import batch_samples
+from engine.spark.step_metrics import batch_stamps
 from engine.wire.records import decode_events, event_columns, shard_keys, shard_rows
 from engine.output.results import encode_results
 from engine.rule import apply_rule
@@ -104,10 +104,10 @@ def make_check_market_data(log_dir: str, out_dir: str, state_dir: str, n_shards:
             if metrics:                  # appended to the keys' sidecar: no file of their own
                 t_end = time.time_ns()
                 worker = worker_name(ctx.partitionId())
-                own = batch_samples(ev, out.rows, worker, t0, t1, written)
+                stamps = batch_stamps(ev, out.rows, worker, t0, t1, written)    # histogrammed by the shipper
                 busy = StepBusy(worker, t_end, {STEP_SOURCE: t0 - t_start, STEP_CHECK: t1 - t0,
                                                 STEP_SINK: t_end - t1})
-                output.write_figures(ShardFigures(encode_samples(own), busy.to_bytes()))
+                output.write_figures(ShardFigures(stamps.to_bytes(), busy.to_bytes()))
 
     return check_market_data
 

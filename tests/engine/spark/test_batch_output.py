@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from collector.backpressure import StepBusy
-from collector.samples import decode_samples
 from engine.ingress.log import LogWriter
 from engine.output.results import RESULT_FRAME, commit_log_dir, read_batch, read_committed, result_tuples
 from engine.spark import job, shard_state, worker_memory
 from engine.spark.batch_output import batch_dir
+from engine.spark.step_metrics import decode_figures
 from engine.spark.source import range_batch
 from engine.tools.generate import generate
 from engine.wire.fixish import FrameScanner
@@ -79,7 +79,9 @@ def test_metrics_on_writes_the_same_files_as_metrics_off_and_reads_back_the_same
     assert result_tuples(on_frames) == result_tuples(off_frames)      # all but the write time
     assert got_off.metrics == got_off.busy == []
     [samples], [busy] = got_on.metrics, got_on.busy
-    assert {s.step for s in decode_samples(samples)} >= {"source", "check_market_data", "sink", "start-to-end"}
+    got = decode_figures(samples)
+    assert {s.step for s in got} >= {"source", "check_market_data", "sink", "start-to-end"}
+    assert sum(s.counts.total for s in got if s.step == "source") == n    # every event, once
     assert set(StepBusy.from_bytes(busy).busy_ns) == {"source", "check_market_data", "sink"}
 
 

@@ -1,12 +1,13 @@
-"""Step samples: the one-pass recording equals a plain per-pipeline, per-mask recording."""
+"""Step samples: the one-pass recording from a task's stamps equals a plain per-pipeline, per-mask recording."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from collector.samples import STEP_CHECK, STEP_E2E, STEP_SINK, STEP_SOURCE, record_step
+from collector.samples import STEP_CHECK, STEP_E2E, STEP_SINK, STEP_SOURCE, encode_samples, record_step
 from engine.wire.fixish import NBBO_TYPE, ORDER_TYPE
 from engine.wire.records import EVENT_DTYPE
-from engine.spark.step_metrics import batch_samples
+from engine.spark.step_metrics import STAMPS_MAGIC, BatchStamps, batch_samples, batch_stamps, decode_figures
 
 
 def _plain(ev, rejected, t0, t1, written):
@@ -75,3 +76,43 @@ def test_each_sample_is_stamped_when_its_step_ended():
 
 def test_an_empty_batch_records_nothing():
     assert batch_samples(np.zeros(0, EVENT_DTYPE), np.empty(0, np.int64), "w", 1, 2, 3) == []
+
+
+def _random_batch(seed: int, n: int):
+    rng = np.random.default_rng(seed)
+    ev = np.zeros(n, EVENT_DTYPE)
+    chunk = np.sort(rng.integers(1, 100, n))          # log order: a received chunk's messages share
+    ev["ingest_ns"] = 10**18 - 10**9 + chunk * 1_000_000   # one ingest time and one stream
+    ev["kind"] = np.where(chunk % 2, NBBO_TYPE, ORDER_TYPE)
+    return ev, np.flatnonzero((ev["kind"] == ORDER_TYPE) & (rng.random(n) < 0.1))
+
+
+def _figures(samples):
+    return [(s.pipeline, s.step, s.worker, s.ts_ns, s.counts.indices.tolist(), s.counts.counts.tolist())
+            for s in samples]
+
+
+def test_the_tasks_stamps_travel_as_bytes_and_give_the_same_samples():
+    ev, rejected = _random_batch(5, 3_000)
+    stamps = batch_stamps(ev, rejected, "host/p3", 10**18, 10**18 + 4_000_000, 10**18 + 6_000_000)
+    assert len(stamps.run_keys) < len(ev) // 10          # runs, not events, cross the disk
+    data = stamps.to_bytes()
+    assert data.startswith(STAMPS_MAGIC)
+    want = batch_samples(ev, rejected, "host/p3", 10**18, 10**18 + 4_000_000, 10**18 + 6_000_000)
+    assert _figures(decode_figures(data)) == _figures(want)
+    assert sum(s.counts.total for s in want if s.step == STEP_SOURCE) == len(ev)
+
+
+def test_figures_written_before_the_stamps_still_decode():
+    """A job upgraded mid-run re-reads batches its previous version wrote (samples as JSON lines)."""
+    ev, rejected = _random_batch(6, 500)
+    old = batch_samples(ev, rejected, "w", 10**18, 10**18 + 1_000, 10**18 + 2_000)
+    assert _figures(decode_figures(encode_samples(old))) == _figures(old)
+
+
+@pytest.mark.parametrize("cut", [1, 12, 40])
+def test_torn_stamps_are_refused(cut):
+    ev, rejected = _random_batch(7, 200)
+    data = batch_stamps(ev, rejected, "w", 1, 2, 3).to_bytes()
+    with pytest.raises(ValueError):
+        BatchStamps.from_bytes(data[:-cut])
