@@ -1,11 +1,11 @@
 """Per-batch latency samples: what Spark tasks record and hand to the driver.
 
 A `StepSample` is one partition's histogram of one step for one batch, in sparse form.
-Tasks record them with numpy over whole batches (`record_step` per step, or every step
-of a batch at once as the Market Spread job does, `engine.spark.step_metrics`) and write
-them beside the batch's results (a few KB per batch), so they are committed exactly when
-the batch's results are: a failed task attempt's or a rerun batch's samples are never
-counted twice.
+Recorders make them with numpy over whole batches (`record_step` per step). The Market
+Spread job's tasks write their batch's raw stamps beside its results instead, and its
+driver makes every step's samples from them (`engine.spark.step_metrics`), so they are
+committed exactly when the batch's results are: a failed task attempt's or a rerun
+batch's samples are never counted twice.
 """
 from __future__ import annotations
 
