@@ -26,10 +26,10 @@ from collector.aggregate import IntervalAggregator
 from collector.background import lower_thread_priority
 from collector.backpressure import WINDOW_S, StepBusy, backpressure_point, step_figures
 from collector.points import latency_point
-from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, StepSample
+from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, StepSample, decode_samples
 
 from engine.output.results import BatchTail, committed_batches
-from engine.spark.step_metrics import decode_figures
+from engine.spark.step_metrics import BatchStamps, decode_figures, interval_samples, is_stamps
 
 log = logging.getLogger(__name__)
 
@@ -115,25 +115,31 @@ class MetricsShipper:
         return self
 
     def ship_once(self, final: bool = False) -> int:
-        """Read newly committed batches and hand closed intervals on; return samples read."""
+        """Read newly committed batches and hand closed intervals on; return samples merged."""
         n = 0
+        stamps: list[BatchStamps] = []
         for m in self.tail.poll():
             newest = None
             for blob in m.metrics:
-                for s in decode_figures(blob):
-                    start = s.ts_ns - s.ts_ns % self.interval_ns
-                    if start < self.floor_ns:
-                        self.skipped += s.counts.total
-                        continue
-                    self.agg.add(s)
-                    n += 1
-                    newest = start if newest is None else max(newest, start)
+                if is_stamps(blob):
+                    st = BatchStamps.from_bytes(blob)
+                    stamps.append(st)
+                    times = [st.newest_ns] if st.newest_ns is not None else []
+                else:                               # a batch written by a version before the stamps
+                    samples = decode_samples(blob)
+                    n += sum(self._add(s) for s in samples)
+                    times = [s.ts_ns for s in samples]
+                for ts in times:
+                    start = ts - ts % self.interval_ns
+                    if start >= self.floor_ns:
+                        newest = start if newest is None else max(newest, start)
             if newest is not None:
                 self._newest[m.batch] = newest
             if m.committed_ns:
                 settled = m.committed_ns - self.interval_ns
                 self._settled_ns = max(self._settled_ns, settled - settled % self.interval_ns)
             self._busy.extend(StepBusy.from_bytes(b) for b in m.busy)
+        n += sum(self._add(s) for s in interval_samples(stamps, self.interval_ns))
         now = time.time_ns()
         closed = self.agg.drain(now, final)
         points = [latency_point(ih) for ih in closed] + self._busy_points()
@@ -145,6 +151,14 @@ class MetricsShipper:
         self._save_position(now)
         self.samples += n
         return n
+
+    def _add(self, s: StepSample) -> bool:
+        """Merge a sample unless its interval reached InfluxDB before a restart."""
+        if s.ts_ns - s.ts_ns % self.interval_ns < self.floor_ns:
+            self.skipped += s.counts.total
+            return False
+        self.agg.add(s)
+        return True
 
     def _save_position(self, now_ns: int) -> None:
         """Save where a restart must re-read from, given what the writer has delivered."""

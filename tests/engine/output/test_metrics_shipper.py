@@ -18,6 +18,9 @@ from collector.samples import encode_samples, record_step
 from engine.spark.batch_output import ShardFigures, stamp_frames, write_shard_results
 from engine.output.metrics_shipper import MetricsShipper, ShipPosition, committed_intervals
 from engine.output.results import RESULT_BLOCK_DTYPE, commit_log_dir
+from engine.spark.step_metrics import batch_stamps
+from engine.wire.fixish import NBBO_TYPE, ORDER_TYPE
+from engine.wire.records import EVENT_DTYPE
 
 RUN = "r1"
 S = 1_000_000_000
@@ -60,7 +63,23 @@ def _stored(store: dict) -> Counter:
     return out
 
 
-def _write_batches(out, first: int, n: int, t0: int, rng) -> None:
+def _figures(shard: int, ts: int, rng, stamps: bool) -> bytes:
+    """A shard's samples of a batch: as the tasks write them (stamps), or as a version
+    before them did (encoded samples)."""
+    values = rng.integers(1_000, 10**8, size=int(rng.integers(1, 50)))
+    if stamps:
+        ev = np.zeros(len(values), EVENT_DTYPE)
+        ev["ingest_ns"] = ts - values
+        ev["kind"] = np.where(values % 2, NBBO_TYPE, ORDER_TYPE)
+        rejected = np.flatnonzero(ev["kind"] == ORDER_TYPE)[:int(rng.integers(0, 3))]
+        return batch_stamps(ev, rejected, f"w/p{shard}", ts + shard, ts + shard + 3_000_000,
+                            ts + shard + int(rng.integers(3_000_000, 900_000_000))).to_bytes()
+    samples = [record_step("start-to-end", "orders", f"w/p{shard}", values, ts + shard),
+               record_step("source", "nbbo", f"w/p{shard}", values[:5], ts + shard)]
+    return encode_samples([s for s in samples if s])
+
+
+def _write_batches(out, first: int, n: int, t0: int, rng, stamps: bool = False) -> None:
     """Batches 0.3 s apart, each with samples of two shards: intervals straddle batches.
 
     As in Spark, a batch's tasks run after the batch before it committed. Some shards
@@ -69,22 +88,20 @@ def _write_batches(out, first: int, n: int, t0: int, rng) -> None:
     for b in range(first, first + n):
         ts = t0 + b * 3 * S // 10
         for shard in range(2):
-            values = rng.integers(1_000, 10**8, size=int(rng.integers(1, 50)))
-            samples = [record_step("start-to-end", "orders", f"w/p{shard}", values, ts + shard),
-                       record_step("source", "nbbo", f"w/p{shard}", values[:5], ts + shard)]
+            figures = _figures(shard, ts, rng, stamps)
             busy = StepBusy(f"w/p{shard}", ts, {"source": 1000}).to_bytes()
             rows = np.zeros(int(rng.integers(0, 3)), dtype=RESULT_BLOCK_DTYPE)
             frames, seqs = stamp_frames(rows, ts) if len(rows) else (b"", b"")
-            write_shard_results(out, b, shard, frames, seqs,
-                                ShardFigures(encode_samples([s for s in samples if s]), busy))
+            write_shard_results(out, b, shard, frames, seqs, ShardFigures(figures, busy))
         d = commit_log_dir(out)
         d.mkdir(parents=True, exist_ok=True)
         (d / str(b)).write_text("v1\n{}")
         os.utime(d / str(b), ns=(ts + 2 * S // 10, ts + 2 * S // 10))
 
 
+@pytest.mark.parametrize("stamps", [True, False], ids=["stamps", "samples-of-a-version-before"])
 @pytest.mark.parametrize("seed", range(6))
-def test_a_crash_with_undelivered_intervals_loses_none_and_double_counts_none(tmp_path, seed):
+def test_a_crash_with_undelivered_intervals_loses_none_and_double_counts_none(tmp_path, seed, stamps):
     rng = np.random.default_rng(seed)
     out = tmp_path / "state" / "results"
     t0 = time.time_ns() - 80 * S            # in the past: intervals close as soon as read
@@ -92,7 +109,7 @@ def test_a_crash_with_undelivered_intervals_loses_none_and_double_counts_none(tm
     written = 0
     for life in range(4):                   # three crashes, then a clean stop
         more = int(rng.integers(5, 40))
-        _write_batches(out, written, more, t0, rng)
+        _write_batches(out, written, more, t0, rng, stamps)
         written += more
         writer = LossyWriter(store)
         shipper = MetricsShipper(out, RUN, writer, tasks=2)

@@ -7,7 +7,8 @@ import pytest
 from collector.samples import STEP_CHECK, STEP_E2E, STEP_SINK, STEP_SOURCE, encode_samples, record_step
 from engine.wire.fixish import NBBO_TYPE, ORDER_TYPE
 from engine.wire.records import EVENT_DTYPE
-from engine.spark.step_metrics import STAMPS_MAGIC, BatchStamps, batch_samples, batch_stamps, decode_figures
+from engine.spark.step_metrics import (STAMPS_MAGIC, BatchStamps, batch_samples, batch_stamps, decode_figures,
+                                       interval_samples, stamps_samples)
 
 
 def _plain(ev, rejected, t0, t1, written):
@@ -116,3 +117,31 @@ def test_torn_stamps_are_refused(cut):
     data = batch_stamps(ev, rejected, "w", 1, 2, 3).to_bytes()
     with pytest.raises(ValueError):
         BatchStamps.from_bytes(data[:-cut])
+
+
+def test_batches_merged_per_worker_and_interval_equal_their_samples_added_up():
+    """The shipper buckets a poll's batches together: the same counts per interval, step,
+    pipeline and worker as each batch's own samples, and no sample outside its batches' intervals."""
+    interval = 1_000_000_000
+    stamps = []
+    for i in range(30):                       # 0.1 s apart: intervals hold ~10 batches, some straddle
+        ev, rejected = _random_batch(100 + i, 200 + 37 * i)
+        t0 = 10**18 + i * 100_000_000
+        stamps.append(batch_stamps(ev, rejected if i % 4 else rejected[:0], f"h/p{i % 2}", t0, t0 + 4_000_000,
+                                   t0 + 95_000_000))
+    stamps.append(batch_stamps(*_random_batch(7, 0), "h/p0", 10**18, 10**18 + 1, 10**18 + 2))   # an empty batch
+
+    def by_interval(samples):
+        out = {}
+        for s in samples:
+            key = (s.step, s.pipeline, s.worker, s.ts_ns - s.ts_ns % interval)
+            dense = out.setdefault(key, {})
+            for i, c in zip(s.counts.indices.tolist(), s.counts.counts.tolist()):
+                dense[i] = dense.get(i, 0) + c
+        return out
+
+    merged = interval_samples(stamps, interval)
+    assert by_interval(merged) == by_interval(s for st in stamps for s in stamps_samples(st))
+    assert len(merged) < sum(len(stamps_samples(st)) for st in stamps) // 4
+    assert [st.newest_ns for st in stamps[:2]] == [stamps[0].updated_ns, stamps[1].written_ns]
+    assert stamps[-1].newest_ns is None and stamps_samples(stamps[-1]) == []
