@@ -4,9 +4,11 @@
 
 The task's part is on the batch's critical path: `batch_stamps` over the batch's events,
 the steps' busy times and both encodings (what `engine/spark/job.py` runs per shard and
-batch with metrics on). The shipper's part runs in the driver, off that path:
-`decode_figures` (the stamps into `StepSample`s, bucketed). Also timed: the previous
-design's in-task work, `batch_samples` and `encode_samples`, for comparison.
+batch with metrics on). The shipper's part runs in the driver, off that path: the
+stamps into `StepSample`s, bucketed, per batch (`decode_figures`) and per batch of a poll
+of 20 (`interval_samples`, as the shipper does: one worker's batches of one interval
+bucketed together). Also timed: the previous design's in-task work, `batch_samples` and
+`encode_samples`, for comparison.
 
 Events are chunk-stamped as the ingress stamps them (one ingest time per received chunk
 of one stream, ~125 chunks per 25 ms). Prints medians in microseconds and writes
@@ -28,11 +30,12 @@ sys.path.insert(0, str(BENCH.parent))
 
 from collector.backpressure import StepBusy  # noqa: E402
 from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, encode_samples  # noqa: E402
-from engine.spark.step_metrics import batch_samples, batch_stamps, decode_figures  # noqa: E402
+from engine.spark.step_metrics import batch_samples, batch_stamps, decode_figures, interval_samples  # noqa: E402
 from engine.wire.fixish import NBBO_TYPE, ORDER_TYPE  # noqa: E402
 from engine.wire.records import EventColumns  # noqa: E402
 
 CHUNK_NS = 200_000
+POLL = 20                                # batches a shipper's poll reads at 50k events/s
 
 
 def make_batch(n: int, seed: int = 1) -> tuple[EventColumns, np.ndarray]:
@@ -73,10 +76,14 @@ def measure(n: int, rounds: int) -> dict:
         return encode_samples(samples), busy.to_bytes()
 
     stamps, _ = task()
-    runs = len(batch_stamps(ev, rejected, "host/p0", t0, t1, written).run_keys)
-    return {"events": n, "runs": runs, "stamps_bytes": len(stamps),
+    one = batch_stamps(ev, rejected, "host/p0", t0, t1, written)
+    poll = [batch_stamps(ev, rejected, "host/p0", t0 + i * 1000, t1 + i * 1000, written + i * 1000)
+            for i in range(POLL)]
+    return {"events": n, "runs": len(one.run_keys), "stamps_bytes": len(stamps),
             "task_us": _median_us(task, rounds),
             "shipper_decode_us": _median_us(lambda: decode_figures(stamps), rounds),
+            "shipper_in_a_poll_us": round(_median_us(lambda: interval_samples(poll, 10**9), max(5, rounds // POLL))
+                                          / POLL, 1),
             "previous_task_us": _median_us(previous_task, rounds)}
 
 
@@ -92,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         r = measure(n, max(20, a.rounds if n <= 10_000 else a.rounds // 40))
         rows.append(r)
         print(f"{n:>8,} events ({r['runs']:,} runs, {r['stamps_bytes']:,} B): task {r['task_us']:.1f} us, "
-              f"shipper {r['shipper_decode_us']:.1f} us; the previous in-task samples {r['previous_task_us']:.1f} us",
+              f"shipper {r['shipper_decode_us']:.1f} us alone, {r['shipper_in_a_poll_us']:.1f} us in a poll of {POLL}; the previous in-task samples {r['previous_task_us']:.1f} us",
               flush=True)
     utc = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out = a.out or BENCH / "results" / f"task-figures-{utc}.json"
