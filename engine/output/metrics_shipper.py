@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import struct
 import threading
 import time
 from collections import Counter
@@ -104,6 +105,7 @@ class MetricsShipper:
         self._unsent: collections.deque[tuple[int, int]] = collections.deque()  # (ticket, oldest start)
         self.samples = 0
         self.skipped = 0                          # events of re-read samples delivered before a restart
+        self.unreadable = 0                       # shards' figures skipped as unreadable
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="metrics-shipper", daemon=True)
 
@@ -121,14 +123,19 @@ class MetricsShipper:
         for m in self.tail.poll():
             newest = None
             for blob in m.metrics:
-                if is_stamps(blob):
-                    st = BatchStamps.from_bytes(blob)
-                    stamps.append(st)
-                    times = [st.newest_ns] if st.newest_ns is not None else []
-                else:                               # a batch written by a version before the stamps
-                    samples = decode_samples(blob)
-                    n += sum(self._add(s) for s in samples)
-                    times = [s.ts_ns for s in samples]
+                try:
+                    if is_stamps(blob):
+                        st = BatchStamps.from_bytes(blob)
+                        times = [st.newest_ns] if st.newest_ns is not None else []
+                        stamps.append(st)
+                    else:                           # a batch written by a version before the stamps
+                        samples = decode_samples(blob)
+                        times = [s.ts_ns for s in samples]
+                        n += sum(self._add(s) for s in samples)
+                except (ValueError, TypeError, struct.error) as e:   # intact on disk (CRC), not figures
+                    self.unreadable += 1
+                    log.warning("batch %d: a shard's latency figures are unreadable (%s); skipped", m.batch, e)
+                    continue
                 for ts in times:
                     start = ts - ts % self.interval_ns
                     if start >= self.floor_ns:

@@ -68,6 +68,8 @@ class BatchStamps:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "BatchStamps":
+        if len(data) < _STAMPS_HEAD.size:
+            raise ValueError(f"batch stamps of {len(data)} bytes, shorter than their header")
         magic, nw, read, updated, written, events, runs, rej = _STAMPS_HEAD.unpack_from(data)
         if magic != STAMPS_MAGIC:
             raise ValueError("not a batch's stamps")

@@ -7,6 +7,7 @@ interval with part of its samples.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections import Counter
 
@@ -15,7 +16,7 @@ import pytest
 
 from collector.backpressure import StepBusy
 from collector.samples import encode_samples, record_step
-from engine.spark.batch_output import ShardFigures, stamp_frames, write_shard_results
+from engine.spark.batch_output import ShardFigures, batch_dir, stamp_frames, write_shard_results
 from engine.output.metrics_shipper import MetricsShipper, ShipPosition, committed_intervals
 from engine.output.results import RESULT_BLOCK_DTYPE, commit_log_dir
 from engine.spark.step_metrics import batch_stamps
@@ -145,3 +146,28 @@ def test_a_bare_batch_number_from_an_older_version_still_loads(tmp_path):
     (tmp_path / "metrics-position").write_text("42")
     assert ShipPosition.load(tmp_path / "metrics-position") == ShipPosition(42, 0)
     assert ShipPosition.load(tmp_path / "missing") == ShipPosition(0, 0)
+
+
+@pytest.mark.parametrize("figures", [b"MSS1" + b"\x00" * 3, b"MSS1" + b"\xff" * 60, b'["x"]', b"\x00not json"],
+                         ids=["short-stamps", "stamps-of-wrong-length", "wrong-json-shape", "not-json"])
+def test_unreadable_figures_are_skipped_and_counted_and_the_rest_ships(tmp_path, figures):
+    """Figures intact on disk (their CRC holds) but not figures: one warning, the other batches ship."""
+    rng = np.random.default_rng(1)
+    out = tmp_path / "state" / "results"
+    t0 = time.time_ns() - 80 * S
+    _write_batches(out, 0, 6, t0, rng, stamps=True)
+    write_shard_results(out, 6, 0, b"", b"", ShardFigures(figures, StepBusy("w/p0", t0, {}).to_bytes()))
+    d = commit_log_dir(out)
+    (d / "6").write_text("v1\n{}")
+    _write_batches(out, 7, 3, t0, rng, stamps=True)
+    store: dict = {}
+    writer = LossyWriter(store)
+    shipper = MetricsShipper(out, RUN, writer, tasks=2)
+    shipper.stop()
+    writer.deliver()
+    assert shipper.unreadable == 1 and shipper.tail.next_batch == 10
+    clean = tmp_path / "clean" / "results"                 # the same batches without the unreadable figures
+    shutil.copytree(out.parent, clean.parent)
+    shutil.rmtree(batch_dir(clean, 6))
+    got = _stored(store)
+    assert sum(got.values()) > 0 and got == committed_intervals(clean, RUN)
