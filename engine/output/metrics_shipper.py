@@ -1,9 +1,8 @@
 """Ship the job's committed latency samples to InfluxDB, from the driver, off the hot path.
 
 The state tasks write each batch's stamps beside its results (batch_output.py); they
-are read once per committed batch, in batch order, and histogrammed here
-(engine.spark.step_metrics.decode_figures), not on the batch's path. An interval's samples come from
-several batches and reach InfluxDB seconds after they were read, so what a restarted job
+are read once per committed batch, in batch order, and histogrammed here, off the
+batch's path (engine.spark.step_metrics). An interval's samples come from several batches and reach InfluxDB seconds after they were read, so what a restarted job
 must re-read is saved in `metrics-position` as a `ShipPosition`: the oldest batch holding
 a sample of an interval not yet delivered, and the start of the oldest such interval (or of the oldest one a batch still to come
 may add to: a delivered interval re-emitted with a late sample must be rebuilt whole).
@@ -30,7 +29,7 @@ from collector.points import latency_point
 from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, StepSample, decode_samples
 
 from engine.output.results import BatchTail, committed_batches
-from engine.spark.step_metrics import BatchStamps, decode_figures, interval_samples, is_stamps
+from engine.spark.step_metrics import BatchStamps, decode_figures, interval_samples, is_stamps, stamps_samples
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +145,7 @@ class MetricsShipper:
                 settled = m.committed_ns - self.interval_ns
                 self._settled_ns = max(self._settled_ns, settled - settled % self.interval_ns)
             self._busy.extend(StepBusy.from_bytes(b) for b in m.busy)
-        n += sum(self._add(s) for s in interval_samples(stamps, self.interval_ns))
+        n += sum(self._add(s) for s in self._samples(stamps))
         now = time.time_ns()
         closed = self.agg.drain(now, final)
         points = [latency_point(ih) for ih in closed] + self._busy_points()
@@ -158,6 +157,21 @@ class MetricsShipper:
         self._save_position(now)
         self.samples += n
         return n
+
+    def _samples(self, stamps: list[BatchStamps]) -> list[StepSample]:
+        """The stamps' samples merged per worker and interval; should one batch's not add
+        up (a rejected order its runs do not hold), batch by batch without it."""
+        try:
+            return interval_samples(stamps, self.interval_ns)
+        except ValueError:
+            out = []
+            for st in stamps:
+                try:
+                    out.extend(stamps_samples(st))
+                except ValueError as e:
+                    self.unreadable += 1
+                    log.warning("a shard's latency figures of %s are unreadable (%s); skipped", st.worker, e)
+            return out
 
     def _add(self, s: StepSample) -> bool:
         """Merge a sample unless its interval reached InfluxDB before a restart."""

@@ -19,7 +19,7 @@ from collector.samples import encode_samples, record_step
 from engine.spark.batch_output import ShardFigures, batch_dir, stamp_frames, write_shard_results
 from engine.output.metrics_shipper import MetricsShipper, ShipPosition, committed_intervals
 from engine.output.results import RESULT_BLOCK_DTYPE, commit_log_dir
-from engine.spark.step_metrics import batch_stamps
+from engine.spark.step_metrics import BatchStamps, batch_stamps
 from engine.wire.fixish import NBBO_TYPE, ORDER_TYPE
 from engine.wire.records import EVENT_DTYPE
 
@@ -148,8 +148,14 @@ def test_a_bare_batch_number_from_an_older_version_still_loads(tmp_path):
     assert ShipPosition.load(tmp_path / "missing") == ShipPosition(0, 0)
 
 
-@pytest.mark.parametrize("figures", [b"MSS1" + b"\x00" * 3, b"MSS1" + b"\xff" * 60, b'["x"]', b"\x00not json"],
-                         ids=["short-stamps", "stamps-of-wrong-length", "wrong-json-shape", "not-json"])
+_NOT_ADDING_UP = BatchStamps("w/p0", 1, 2, 3, 2, np.array([10 * 2]), np.array([0], np.int32),
+                             np.array([10])).to_bytes()       # a rejected order among NBBOs only
+
+
+@pytest.mark.parametrize("figures", [b"MSS1" + b"\x00" * 3, b"MSS1" + b"\xff" * 60, _NOT_ADDING_UP, b'["x"]',
+                                     b"\x00not json"],
+                         ids=["short-stamps", "stamps-of-wrong-length", "stamps-not-adding-up", "wrong-json-shape",
+                              "not-json"])
 def test_unreadable_figures_are_skipped_and_counted_and_the_rest_ships(tmp_path, figures):
     """Figures intact on disk (their CRC holds) but not figures: one warning, the other batches ship."""
     rng = np.random.default_rng(1)
