@@ -92,7 +92,8 @@ def batch_stamps(ev, rejected: np.ndarray, worker: str, t0_ns: int, t1_ns: int, 
     counts (exact, whatever the order: equal neighbours merge, others not). A run's key
     packs its kind into the lowest bit (ingest times below 2**62 ns: until 2116).
     """
-    key = np.ascontiguousarray(ev["ingest_ns"]) * 2
+    ingest = np.ascontiguousarray(ev["ingest_ns"])      # a copy only for a structured array
+    key = ingest * 2
     key += ev["kind"] == ORDER_TYPE
     n = len(key)
     change = np.empty(n, bool)
@@ -100,7 +101,7 @@ def batch_stamps(ev, rejected: np.ndarray, worker: str, t0_ns: int, t1_ns: int, 
     np.not_equal(key[1:], key[:-1], out=change[1:])
     starts = np.flatnonzero(change).astype(np.int32)
     return BatchStamps(worker, t0_ns, t1_ns, written_ns, n, key[starts], starts,
-                       np.ascontiguousarray(ev["ingest_ns"])[rejected])
+                       ingest[rejected])
 
 
 def stamps_samples(st: BatchStamps) -> list[StepSample]:
