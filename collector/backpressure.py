@@ -159,8 +159,12 @@ class StepBusy:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "StepBusy":
-        d = json.loads(data)
-        return cls(str(d["worker"]), int(d["end_ns"]), {str(k): int(v) for k, v in d["busy_ns"].items()})
+        """Decode `to_bytes`' output; ValueError for anything else."""
+        try:
+            d = json.loads(data)
+            return cls(str(d["worker"]), int(d["end_ns"]), {str(k): int(v) for k, v in d["busy_ns"].items()})
+        except (KeyError, TypeError, AttributeError) as e:      # JSON, not a task's busy times
+            raise ValueError(f"not a task's busy times: {e!r}") from None
 
 
 def step_figures(busy: Iterable[StepBusy], step: str, end_ns: int, tasks: int,

@@ -2,10 +2,12 @@
 
 The state tasks write each batch's stamps beside its results (batch_output.py); they
 are read once per committed batch, in batch order, and histogrammed here, off the
-batch's path (engine.spark.step_metrics). An interval's samples come from several batches and reach InfluxDB seconds after they were read, so what a restarted job
-must re-read is saved in `metrics-position` as a `ShipPosition`: the oldest batch holding
-a sample of an interval not yet delivered, and the start of the oldest such interval (or of the oldest one a batch still to come
-may add to: a delivered interval re-emitted with a late sample must be rebuilt whole).
+batch's path (engine.spark.step_metrics). An interval's samples come from several
+batches and reach InfluxDB seconds after they were read, so what a restarted job must
+re-read is saved in `metrics-position` as a `ShipPosition`: the oldest batch holding a
+sample of an interval not yet delivered, and the start of the oldest such interval (or
+of the oldest one a batch still to come may add to: a delivered interval re-emitted with
+a late sample must be rebuilt whole).
 A restart re-reads from that batch and rebuilds every interval from that start whole
 (a point with the same tags and time replaces the one stored before); samples of older
 intervals, delivered already, are skipped.
@@ -132,8 +134,7 @@ class MetricsShipper:
                         times = [s.ts_ns for s in samples]
                         n += sum(self._add(s) for s in samples)
                 except (ValueError, TypeError, struct.error) as e:   # intact on disk (CRC), not figures
-                    self.unreadable += 1
-                    log.warning("batch %d: a shard's latency figures are unreadable (%s); skipped", m.batch, e)
+                    self._unreadable(f"batch {m.batch}: a shard's latency figures", e)
                     continue
                 for ts in times:
                     start = ts - ts % self.interval_ns
@@ -144,7 +145,11 @@ class MetricsShipper:
             if m.committed_ns:
                 settled = m.committed_ns - self.interval_ns
                 self._settled_ns = max(self._settled_ns, settled - settled % self.interval_ns)
-            self._busy.extend(StepBusy.from_bytes(b) for b in m.busy)
+            for b in m.busy:
+                try:
+                    self._busy.append(StepBusy.from_bytes(b))
+                except ValueError as e:
+                    self._unreadable(f"batch {m.batch}: a shard's busy times", e)
         n += sum(self._add(s) for s in self._samples(stamps))
         now = time.time_ns()
         closed = self.agg.drain(now, final)
@@ -169,9 +174,13 @@ class MetricsShipper:
                 try:
                     out.extend(stamps_samples(st))
                 except ValueError as e:
-                    self.unreadable += 1
-                    log.warning("a shard's latency figures of %s are unreadable (%s); skipped", st.worker, e)
+                    self._unreadable(f"{st.worker}: a shard's latency figures", e)
             return out
+
+    def _unreadable(self, what: str, e: Exception) -> None:
+        """Count and log figures intact on disk that do not decode; the caller skips them."""
+        self.unreadable += 1
+        log.warning("%s are unreadable (%s); skipped", what, e)
 
     def _add(self, s: StepSample) -> bool:
         """Merge a sample unless its interval reached InfluxDB before a restart."""

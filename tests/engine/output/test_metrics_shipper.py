@@ -177,3 +177,23 @@ def test_unreadable_figures_are_skipped_and_counted_and_the_rest_ships(tmp_path,
     shutil.rmtree(batch_dir(clean, 6))
     got = _stored(store)
     assert sum(got.values()) > 0 and got == committed_intervals(clean, RUN)
+
+
+@pytest.mark.parametrize("busy", [b"\x00not json", b'{"worker": "w/p0"}', b"[]"], ids=["not-json", "missing-keys", "wrong-shape"])
+def test_an_unreadable_busy_figure_is_skipped_and_counted_and_the_rest_ships(tmp_path, busy):
+    """A shard's busy times that do not decode lose only themselves: the latency of every batch ships."""
+    rng = np.random.default_rng(2)
+    out = tmp_path / "state" / "results"
+    t0 = time.time_ns() - 80 * S
+    _write_batches(out, 0, 6, t0, rng, stamps=True)
+    write_shard_results(out, 6, 0, b"", b"", ShardFigures(_figures(0, t0 + 6 * S, rng, True), busy))
+    (commit_log_dir(out) / "6").write_text("v1\n{}")
+    _write_batches(out, 7, 3, t0, rng, stamps=True)
+    store: dict = {}
+    writer = LossyWriter(store)
+    shipper = MetricsShipper(out, RUN, writer, tasks=2)
+    shipper.stop()
+    writer.deliver()
+    assert shipper.unreadable == 1 and shipper.tail.next_batch == 10
+    got = _stored(store)
+    assert sum(got.values()) > 0 and got == committed_intervals(out, RUN)
