@@ -152,41 +152,15 @@ _NOT_ADDING_UP = BatchStamps("w/p0", 1, 2, 3, 2, np.array([10 * 2]), np.array([0
                              np.array([10])).to_bytes()       # a rejected order among NBBOs only
 
 
-@pytest.mark.parametrize("figures", [b"MSS1" + b"\x00" * 3, b"MSS1" + b"\xff" * 60, _NOT_ADDING_UP, b'["x"]',
-                                     b"\x00not json"],
-                         ids=["short-stamps", "stamps-of-wrong-length", "stamps-not-adding-up", "wrong-json-shape",
-                              "not-json"])
-def test_unreadable_figures_are_skipped_and_counted_and_the_rest_ships(tmp_path, figures):
-    """Figures intact on disk (their CRC holds) but not figures: one warning, the other batches ship."""
-    rng = np.random.default_rng(1)
-    out = tmp_path / "state" / "results"
+def _ship_around_batch_6(out, seed: int, figures: bytes | None = None, busy: bytes | None = None):
+    """Ship batches 0-9, batch 6 one shard written with the `figures` or `busy` given (else
+    well-formed ones); return the shipper and the counts it delivered."""
+    rng = np.random.default_rng(seed)
     t0 = time.time_ns() - 80 * S
     _write_batches(out, 0, 6, t0, rng, stamps=True)
-    write_shard_results(out, 6, 0, b"", b"", ShardFigures(figures, StepBusy("w/p0", t0, {}).to_bytes()))
-    d = commit_log_dir(out)
-    (d / "6").write_text("v1\n{}")
-    _write_batches(out, 7, 3, t0, rng, stamps=True)
-    store: dict = {}
-    writer = LossyWriter(store)
-    shipper = MetricsShipper(out, RUN, writer, tasks=2)
-    shipper.stop()
-    writer.deliver()
-    assert shipper.unreadable == 1 and shipper.tail.next_batch == 10
-    clean = tmp_path / "clean" / "results"                 # the same batches without the unreadable figures
-    shutil.copytree(out.parent, clean.parent)
-    shutil.rmtree(batch_dir(clean, 6))
-    got = _stored(store)
-    assert sum(got.values()) > 0 and got == committed_intervals(clean, RUN)
-
-
-@pytest.mark.parametrize("busy", [b"\x00not json", b'{"worker": "w/p0"}', b"[]"], ids=["not-json", "missing-keys", "wrong-shape"])
-def test_an_unreadable_busy_figure_is_skipped_and_counted_and_the_rest_ships(tmp_path, busy):
-    """A shard's busy times that do not decode lose only themselves: the latency of every batch ships."""
-    rng = np.random.default_rng(2)
-    out = tmp_path / "state" / "results"
-    t0 = time.time_ns() - 80 * S
-    _write_batches(out, 0, 6, t0, rng, stamps=True)
-    write_shard_results(out, 6, 0, b"", b"", ShardFigures(_figures(0, t0 + 6 * S, rng, True), busy))
+    figures = _figures(0, t0 + 6 * S, rng, True) if figures is None else figures
+    busy = StepBusy("w/p0", t0, {}).to_bytes() if busy is None else busy
+    write_shard_results(out, 6, 0, b"", b"", ShardFigures(figures, busy))
     (commit_log_dir(out) / "6").write_text("v1\n{}")
     _write_batches(out, 7, 3, t0, rng, stamps=True)
     store: dict = {}
@@ -194,6 +168,28 @@ def test_an_unreadable_busy_figure_is_skipped_and_counted_and_the_rest_ships(tmp
     shipper = MetricsShipper(out, RUN, writer, tasks=2)
     shipper.stop()
     writer.deliver()
+    return shipper, _stored(store)
+
+
+@pytest.mark.parametrize("figures", [b"MSS1" + b"\x00" * 3, b"MSS1" + b"\xff" * 60, _NOT_ADDING_UP, b'["x"]',
+                                     b"\x00not json"],
+                         ids=["short-stamps", "stamps-of-wrong-length", "stamps-not-adding-up", "wrong-json-shape",
+                              "not-json"])
+def test_unreadable_figures_are_skipped_and_counted_and_the_rest_ships(tmp_path, figures):
+    """Figures intact on disk (their CRC holds) but not figures: one warning, the other batches ship."""
+    out = tmp_path / "state" / "results"
+    shipper, got = _ship_around_batch_6(out, 1, figures=figures)
     assert shipper.unreadable == 1 and shipper.tail.next_batch == 10
-    got = _stored(store)
+    clean = tmp_path / "clean" / "results"                 # the same batches without the unreadable figures
+    shutil.copytree(out.parent, clean.parent)
+    shutil.rmtree(batch_dir(clean, 6))
+    assert sum(got.values()) > 0 and got == committed_intervals(clean, RUN)
+
+
+@pytest.mark.parametrize("busy", [b"\x00not json", b'{"worker": "w/p0"}', b"[]"], ids=["not-json", "missing-keys", "wrong-shape"])
+def test_an_unreadable_busy_figure_is_skipped_and_counted_and_the_rest_ships(tmp_path, busy):
+    """A shard's busy times that do not decode lose only themselves: the latency of every batch ships."""
+    out = tmp_path / "state" / "results"
+    shipper, got = _ship_around_batch_6(out, 2, busy=busy)
+    assert shipper.unreadable == 1 and shipper.tail.next_batch == 10
     assert sum(got.values()) > 0 and got == committed_intervals(out, RUN)
