@@ -32,6 +32,7 @@ STEP_INGRESS = "ingress"
 OK, LOW, HIGH = "OK", "LOW", "HIGH"
 OK_MAX, LOW_MAX = 0.10, 0.50          # Flink's thresholds (inclusive upper bounds)
 WINDOW_S = 10.0
+BUSY_SATURATED = 0.9
 
 
 class BatchTiming(Protocol):
@@ -66,6 +67,10 @@ class BackpressureFigures:
     backlog: int | None
     backlog_growth_per_s: float | None
     status: str
+    # any query's figures (query_figures): Spark's rates over the window, batches over the trigger
+    input_rows_per_s: float | None = None
+    processed_rows_per_s: float | None = None
+    overrun_share: float | None = None
 
 
 def status(share: float | None) -> str:
@@ -135,6 +140,59 @@ def job_figures(batches: Sequence[BatchTiming], end_ns: int, window_s: float = W
                                status(ingress_muted_share))
 
 
+class QueryBatch(Protocol):
+    """What a query's backpressure needs of a batch (spark_listener's `BatchProgress` has it)."""
+
+    @property
+    def ts_ns(self) -> int: ...
+
+    @property
+    def end_ns(self) -> int: ...
+
+    @property
+    def batch_ms(self) -> int: ...
+
+    @property
+    def input_blocks(self) -> int: ...
+
+    @property
+    def rows_behind(self) -> int | None: ...
+
+
+def query_figures(batches: Sequence[QueryBatch], end_ns: int, trigger_ms: int | None, window_s: float = WINDOW_S,
+                  not_before_ns: int | None = None) -> BackpressureFigures:
+    """Compute any query's figures over the `window_s` seconds before `end_ns`, as Spark users read them.
+
+    A query falls behind when its batches overrun the trigger interval (Spark's own
+    warning, "Current batch is falling behind") or, with no trigger, when rows arrive
+    faster than a batch processes them while the rows behind grow. Status: the share of
+    the window's batches over the trigger, on Flink's thresholds (OK <= 10 %, LOW <= 50 %,
+    HIGH above); HIGH whenever the rows behind grow while the query is saturated: its input
+    rate above its processing rate, or (no trigger: batches back to back, where the two
+    rates are equal by construction) busy for `BUSY_SATURATED` of the window. Rates are Spark's definitions over the window: input rows per second of wall
+    time, and rows per second of batch time.
+    """
+    start = end_ns - int(window_s * NS)
+    if not_before_ns is not None:
+        start = max(start, not_before_ns)
+    recent = [b for b in batches if start <= b.end_ns <= end_ns]
+    busy = busy_share(recent, start, end_ns)
+    rows = sum(int(b.input_blocks) for b in recent)
+    span_s = (end_ns - start) / NS
+    batch_s = sum(int(b.batch_ms) for b in recent) / 1000
+    input_rate = rows / span_s if span_s > 0 else None
+    processed_rate = rows / batch_s if batch_s > 0 else None
+    overrun = sum(int(b.batch_ms) > trigger_ms for b in recent) / len(recent) if trigger_ms and recent else None
+    behind = [(b.end_ns, int(b.rows_behind)) for b in recent if b.rows_behind is not None]
+    growth = backlog_growth(behind)
+    state = status(overrun)
+    saturated = busy >= BUSY_SATURATED or (input_rate or 0) > (processed_rate or float("inf"))
+    if saturated and (growth or 0) > 0:
+        state = HIGH
+    return BackpressureFigures(busy, None, 1.0 - busy, max(behind)[1] if behind else None, growth, state,
+                               input_rate, processed_rate, overrun)
+
+
 def ingress_figures(samples: Sequence[IngressSample], end_ns: int | None = None,
                     window_s: float = WINDOW_S) -> BackpressureFigures:
     """Compute the ingress' figures over the `window_s` seconds before `end_ns` (default: last sample)."""
@@ -186,7 +244,8 @@ def step_figures(busy: Iterable[StepBusy], step: str, end_ns: int, tasks: int,
 def backpressure_point(run: str, step: str, figures: BackpressureFigures, ts_ns: int) -> Point:
     """One `backpressure` point (tags run, step); figures a step cannot know are left out."""
     fields: dict[str, int | float | str] = {"status": figures.status}
-    for name in ("busy_share", "backpressured_share", "idle_share", "backlog_growth_per_s"):
+    for name in ("busy_share", "backpressured_share", "idle_share", "backlog_growth_per_s", "input_rows_per_s",
+                 "processed_rows_per_s", "overrun_share"):
         v = getattr(figures, name)
         if v is not None:
             fields[name] = float(v)

@@ -36,35 +36,18 @@ import threading
 import time
 from collections import deque
 
-from collector.backpressure import STEP_JOB, WINDOW_S, backpressure_point, job_figures
+from collector.backpressure import STEP_JOB, WINDOW_S, backpressure_point, job_figures, query_figures
 from collector.influx import Point
 
 from spark_listener.events import JsonEventsListener
+from spark_listener.points import SPARK_PROGRESS, progress_point, source_points, state_points
 from spark_listener.records import BatchProgress, QueryEnd, QueryStart, Record, parse_timestamp_ns, progress_record
 
 log = logging.getLogger(__name__)
 
-SPARK_PROGRESS = "spark_progress"
 RUNS = "runs"
 STATUS_RUNNING, STATUS_FINISHED, STATUS_FAILED = "running", "finished", "failed"
 MAX_ERROR_CHARS = 500
-
-
-def progress_point(r: BatchProgress, dropped: int = 0) -> Point:
-    """One `spark_progress` point (tags run, query) at the batch's trigger start."""
-    fields: dict[str, int | float | str] = {"batch_id": r.batch_id, "batch_ms": r.batch_ms,
-                                            "input_blocks": r.input_blocks, "dropped_records": dropped}
-    for name in ("events", "state_rows", "state_memory_bytes", "backlog", "end_seq"):
-        v = getattr(r, name)
-        if v is not None:
-            fields[name] = int(v)
-    for name in ("input_events_per_s", "processed_events_per_s"):
-        v = getattr(r, name)
-        if v is not None:
-            fields[name] = float(v)
-    for phase, ms in r.durations_ms.items():
-        fields[f"{phase}_ms"] = int(ms)
-    return Point(SPARK_PROGRESS, {"run": r.run, "query": r.query}, fields, r.ts_ns)
 
 
 class _RunState:
@@ -79,6 +62,7 @@ class _RunState:
         self.batches = 0
         self.events = 0
         self.backpressure_ns: int | None = None      # end of the batch of the last backpressure point
+        self.trigger_ms: int | None = None
 
 
 class SparkMetricsListener(JsonEventsListener):
@@ -94,10 +78,10 @@ class SparkMetricsListener(JsonEventsListener):
     core (bench/README.md).
     """
 
-    def __init__(self, run: str, writer, query_name: str | None = None, *,
+    def __init__(self, run, writer, query_name: str | None = None, *,
                  max_pending: int = 10_000, window_s: float = WINDOW_S, muted_share_fn=None,
                  latest_offset_fn=None, state_size_fn=None, backpressure_every_s: float = 1.0,
-                 poll_s: float = 0.25):
+                 poll_s: float = 0.25, query_info_fn=None, batch_hook=None, query_status: bool = False):
         """`muted_share_fn(window_s)`, if given, returns the ingress' muted share over the
         last window (or None); it is called from the consumer thread, never the bus.
         `latest_offset_fn()`, if given, returns the source's latest offset (seq) for the
@@ -105,8 +89,19 @@ class SparkMetricsListener(JsonEventsListener):
         (the ingress' `head` file: one 8-byte read), so the figure is the batch's own.
         `state_size_fn()`, if given, returns (rows, bytes) of state the query keeps itself
         (the job's shard snapshots), read in the progress callback likewise. The consumer
-        thread converts what is queued every `poll_s` seconds."""
+        thread converts what is queued every `poll_s` seconds.
+
+        For any query (the monitor, spark_listener/monitor.py): `run` may be a function of
+        (query name or None, query id) giving each query's run tag; `query_info_fn(query_id)`
+        returns (trigger ms or None, extra `runs` fields) once per query run, from the
+        consumer thread; `batch_hook(progress)` returns more points for a batch (the task
+        latency samples of a committed batch), also from the consumer thread;
+        `query_status`: backpressure status as Spark users read it (`query_figures`: batches
+        over the trigger, input above processing rate) instead of the ingress' muted share."""
         self.run = run
+        self.query_info_fn = query_info_fn
+        self.batch_hook = batch_hook
+        self.query_status = query_status
         self.poll_s = poll_s
         self.state_size_fn = state_size_fn
         self.latest_offset_fn = latest_offset_fn
@@ -120,6 +115,7 @@ class SparkMetricsListener(JsonEventsListener):
         self.failures = 0
         self._queue: queue.Queue[Record] = queue.Queue(max_pending)
         self._names: dict[str, str] = {}            # Spark runId -> query name (or id)
+        self._run_tags: dict[str, str] = {}         # Spark runId -> run tag
         self._prev_ts: dict[str, int] = {}          # Spark runId -> last trigger start
         self._seen_start = False
         self._terminated = threading.Event()
@@ -178,9 +174,11 @@ class SparkMetricsListener(JsonEventsListener):
                 return
             rid = str(event.runId)
             self._names[rid] = name
+            self._run_tags[rid] = self._run_of(event.name, event.id)
             self._seen_start = True
             self._terminated.clear()
-            self._put(QueryStart(self.run, name, str(event.id), rid, parse_timestamp_ns(event.timestamp)))
+            self._put(QueryStart(self._run_of(event.name, event.id), name, str(event.id), rid,
+                                 parse_timestamp_ns(event.timestamp)))
         except Exception:
             self._failed("onQueryStarted")
 
@@ -189,12 +187,13 @@ class SparkMetricsListener(JsonEventsListener):
             p = event.progress
             rid = str(p.runId)
             if rid not in self._names:
-                if self._seen_start or (self.query_name is not None and p.name != self.query_name):
+                if self.query_name is not None and (self._seen_start or p.name != self.query_name):
                     return
                 self._names[rid] = p.name or str(p.id)
+                self._run_tags[rid] = self._run_of(p.name, p.id)
             for hook in self._progress_hooks:
                 hook(p)
-            rec = progress_record(self.run, p, self._prev_ts.get(rid), self.latest_offset_fn, self.state_size_fn)
+            rec = progress_record(self._run_tags.get(rid) or self._run_of(p.name, p.id), p, self._prev_ts.get(rid), self.latest_offset_fn, self.state_size_fn)
             self._prev_ts[rid] = rec.ts_ns
             self._put(rec)
         except Exception:
@@ -210,10 +209,14 @@ class SparkMetricsListener(JsonEventsListener):
             if name is None:
                 return
             self._prev_ts.pop(rid, None)
-            self._put(QueryEnd(self.run, name, str(event.id), rid, time.time_ns(), event.exception))
+            self._put(QueryEnd(self._run_tags.pop(rid, None) or self._run_of(None, event.id), name, str(event.id),
+                               rid, time.time_ns(), event.exception))
             self._terminated.set()
         except Exception:
             self._failed("onQueryTerminated")
+
+    def _run_of(self, name: str | None, query_id) -> str:
+        return self.run(name or None, str(query_id)) if callable(self.run) else self.run
 
     def _put(self, rec: Record) -> None:
         try:
@@ -269,9 +272,9 @@ class SparkMetricsListener(JsonEventsListener):
     def _points(self, rec: Record) -> list[Point]:
         tags = {"run": rec.run, "query": rec.query}
         if isinstance(rec, QueryStart):
-            self._runs[rec.run_id] = _RunState(rec.start_ns, True)
-            return [Point(RUNS, tags, {"status": STATUS_RUNNING, "query_id": rec.query_id,
-                                       "spark_run_id": rec.run_id, "start_ns": rec.start_ns}, rec.start_ns)]
+            st = self._runs[rec.run_id] = _RunState(rec.start_ns, True)
+            return [Point(RUNS, tags, {"status": STATUS_RUNNING, "query_id": rec.query_id, "spark_run_id": rec.run_id,
+                                       "start_ns": rec.start_ns, **self._query_info(st, rec.query_id)}, rec.start_ns)]
         if isinstance(rec, QueryEnd):
             st = self._runs.pop(rec.run_id, None) or _RunState(None, False)
             fields: dict[str, int | float | str] = {
@@ -286,20 +289,44 @@ class SparkMetricsListener(JsonEventsListener):
         st = self._runs.get(rec.run_id)
         if st is None:                  # attached after the query started: mark the run from here
             st = self._runs[rec.run_id] = _RunState(rec.ts_ns, False)
-            out.append(Point(RUNS, tags, {"status": STATUS_RUNNING, "query_id": rec.query_id,
-                                          "spark_run_id": rec.run_id, "start_ns": rec.ts_ns}, rec.ts_ns))
+            out.append(Point(RUNS, tags, {"status": STATUS_RUNNING, "query_id": rec.query_id, "spark_run_id": rec.run_id,
+                                          "start_ns": rec.ts_ns, **self._query_info(st, rec.query_id)}, rec.ts_ns))
         st.batches += 1
         st.events += rec.events or 0
         st.recent.append(rec)
         horizon = rec.end_ns - int(self.window_s * 1e9)
         while st.recent and st.recent[0].end_ns < horizon:
             st.recent.popleft()
-        out.append(progress_point(rec, self.dropped))
+        if st.trigger_ms is None and st.batches == 1 and self.query_info_fn is not None:
+            self._query_info(st, rec.query_id)      # its start came before the query was registered
+        out.append(progress_point(rec, self.dropped, st.trigger_ms))
+        out.extend(source_points(rec))
+        out.extend(state_points(rec))
+        if self.batch_hook is not None:
+            try:
+                out.extend(self.batch_hook(rec))
+            except Exception:
+                self._failed("the batch hook")
         if st.backpressure_ns is not None and rec.end_ns - st.backpressure_ns < self.backpressure_every_ns:
             return out
         st.backpressure_ns = rec.end_ns
+        if self.query_status:
+            figures = query_figures(list(st.recent), rec.end_ns, st.trigger_ms, self.window_s, st.floor_ns)
+            out.append(backpressure_point(rec.run, STEP_JOB, figures, rec.end_ns))
+            return out
         figures = job_figures(list(st.recent), rec.end_ns, self.window_s, not_before_ns=st.floor_ns,
                               backlogs=[(r.end_ns, r.backlog) for r in st.recent if r.backlog is not None],
                               ingress_muted_share=self.muted_share_fn(self.window_s) if self.muted_share_fn else None)
         out.append(backpressure_point(rec.run, STEP_JOB, figures, rec.end_ns))
         return out
+
+    def _query_info(self, st: _RunState, query_id: str) -> dict:
+        """Ask `query_info_fn` for a query run's trigger and extra `runs` fields (once per run)."""
+        if self.query_info_fn is None:
+            return {}
+        try:
+            st.trigger_ms, fields = self.query_info_fn(query_id)
+        except Exception:
+            self._failed("query_info_fn")
+            return {}
+        return dict(fields)

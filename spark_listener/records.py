@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping, Union
 
+from spark_listener.query_figures import SourceFigures, StateFigures, source_figures, state_figures, watermark_ns
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -54,6 +56,14 @@ class BatchProgress:
     backlog: int | None = None                  # latestOffset.seq - endOffset.seq
     end_seq: int | None = None
     input_blocks: int = 0                       # Spark's numInputRows
+    # What every query reports, whatever its source (spark_listener/query_figures.py):
+    input_rows_per_s: float | None = None       # Spark's inputRowsPerSecond
+    processed_rows_per_s: float | None = None   # Spark's processedRowsPerSecond
+    watermark_ns: int | None = None
+    late_rows: int | None = None                # dropped by the watermark, over the state operators
+    rows_behind: int | None = None              # over the sources that tell
+    sources: tuple[SourceFigures, ...] = ()
+    operators: tuple[StateFigures, ...] = ()
 
     @property
     def end_ns(self) -> int:
@@ -129,6 +139,9 @@ def progress_record(run: str, p, prev_ts_ns: int | None, latest_fn=None, state_f
     if not ops and state_fn is not None and (own := state_fn()) is not None:
         state_rows, state_bytes = own
     gap_s = (ts_ns - prev_ts_ns) / 1e9 if prev_ts_ns is not None else 0.0
+    sources = source_figures(p.sources)
+    operators = state_figures(ops)
+    behind = [s.rows_behind for s in sources if s.rows_behind is not None]
     return BatchProgress(
         run=run, query=p.name or str(p.id), query_id=str(p.id), run_id=str(p.runId),
         batch_id=int(p.batchId), ts_ns=ts_ns, batch_ms=batch_ms, events=events,
@@ -136,4 +149,19 @@ def progress_record(run: str, p, prev_ts_ns: int | None, latest_fn=None, state_f
         processed_events_per_s=events * 1000.0 / batch_ms if events is not None and batch_ms > 0 else None,
         durations_ms=durations,
         state_rows=state_rows, state_memory_bytes=state_bytes,
-        backlog=backlog, end_seq=end_seq, input_blocks=int(p.numInputRows or 0))
+        backlog=backlog, end_seq=end_seq, input_blocks=int(p.numInputRows or 0),
+        input_rows_per_s=_rate(getattr(p, "inputRowsPerSecond", None)),
+        processed_rows_per_s=_rate(getattr(p, "processedRowsPerSecond", None)),
+        watermark_ns=watermark_ns(getattr(p, "eventTime", None), parse_timestamp_ns),
+        late_rows=sum(o.late_rows for o in operators) if operators else None,
+        rows_behind=sum(behind) if behind else backlog,
+        sources=sources, operators=operators)
+
+
+def _rate(v: Any) -> float | None:
+    """Return Spark's rate as a float; None when absent or NaN (Spark's rate over no time)."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if f == f else None
