@@ -64,3 +64,19 @@ def check_tag_value(value: object, what: str = "value") -> str:
     if ".." in value or value.startswith("/") or "\\" in value:
         raise InvalidName(f"{what} {value!r} looks like a path")
     return value
+
+
+_NOT_NAME = re.compile(r"[^A-Za-z0-9_.:@+\-]")
+
+
+def to_name(value: object, fallback: str = "query") -> str:
+    """Return a safe name made from free text (a Spark query or application name).
+
+    Characters `check_name` refuses become `_`, a leading non-alphanumeric is dropped,
+    `..` collapses, and the result is cut to `MAX_NAME_CHARS`; `fallback` when nothing is left.
+    """
+    text = _NOT_NAME.sub("_", str(value or ""))
+    while ".." in text:
+        text = text.replace("..", ".")
+    text = text.lstrip("_.:@+-")[:MAX_NAME_CHARS]
+    return text if is_name(text) else fallback

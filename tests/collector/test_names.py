@@ -26,3 +26,12 @@ def test_tag_values_allow_slash_but_not_paths():
     for bad in ("/etc/passwd", "a/../b", "x\ny", "", "w" * 201):
         with pytest.raises(InvalidName):
             check_tag_value(bad, "worker")
+
+
+def test_to_name_makes_a_safe_name_of_free_text():
+    from collector.names import check_name, to_name
+    assert to_name("orders enrichment") == "orders_enrichment"
+    assert to_name("ok-name_1.v2") == "ok-name_1.v2"
+    for hostile in ("<script>alert(1)</script>", "../../etc/passwd", "a\x00b", "x" * 1000, "名前", "  "):
+        assert check_name(to_name(hostile)) == to_name(hostile)
+    assert to_name("", "fallback") == "fallback" and to_name(None) == "query"
