@@ -121,3 +121,22 @@ def test_listener_tags_each_query_with_its_run_and_asks_its_trigger_once():
     assert len(w.measurement("spark_source")) == 2 and len(w.measurement("spark_state")) == 2
     bp = w.measurement("backpressure")
     assert bp[-1].fields["overrun_share"] == 0.5 and bp[-1].fields["status"] == LOW
+
+
+def test_a_hundred_queries_each_keep_their_own_run_and_figures():
+    import uuid
+    w = MemoryWriter()
+    lst = SparkMetricsListener(lambda name, qid: name or "app", w, query_status=True, backpressure_every_s=0).start()
+    for i in range(100):
+        qid, rid = uuid.UUID(int=1000 + i), uuid.UUID(int=2000 + i)
+        name = f"q{i}" if i % 2 else None            # every other query has no name
+        for b in range(3):
+            lst.onQueryProgress(QueryProgressEvent(_rate_window_progress(
+                id=str(qid), runId=str(rid), name=name, batchId=b, timestamp=f"2026-11-28T12:21:{10 + b:02d}.000Z")))
+    lst.stop()
+    assert lst.dropped == 0 and lst.failures == 0
+    progress = w.measurement("spark_progress")
+    assert len(progress) == 300
+    assert {p.tags["run"] for p in progress} == {"app"} | {f"q{i}" for i in range(1, 100, 2)}
+    assert len({p.tags["query"] for p in progress}) == 100           # the unnamed ones by their ids
+    assert len(w.measurement("runs")) == 100 and len(w.measurement("spark_source")) == 300
