@@ -7,7 +7,9 @@
   window ends `SETTLE_S` before now because intervals are written once closed, a few
   seconds late, and an open one would read as a drop;
 - backlog and backpressure are the means of the `backpressure` measurement's `backlog`
-  and `backpressured_share` (step `job`), the worst job when the rule names none.
+  and `backpressured_share` (step `job`), the worst job when the rule names none;
+- a Spark query's generic figures (`rows_behind`, `batch_duration > trigger`, ...) are read
+  by `alerts.figure_query`, one request per evaluation.
 
 Every scope value is a bound parameter; nothing a user typed is spliced into InfluxQL.
 """
@@ -19,7 +21,8 @@ from collector.query.series import LATENCY, merge_blobs
 from collector.query.ranges import format_time
 from collector.units import NS
 
-from alerts.rules import BACKLOG, BACKPRESSURE, LATENCY as KIND_LATENCY, THROUGHPUT, Rule
+from alerts.figure_query import read_figure
+from alerts.rules import BACKLOG, BACKPRESSURE, FIGURE, LATENCY as KIND_LATENCY, THROUGHPUT, Rule
 
 SETTLE_S = 5.0
 _JOB_FIELDS = {BACKLOG: "backlog", BACKPRESSURE: "backpressured_share"}
@@ -50,6 +53,8 @@ class MetricReader:
         """Return the metric of `rule` over its window ending at `now_ns` (base units)."""
         kind = rule.condition.kind
         window_ns = int(rule.window_s * NS)
+        if kind == FIGURE:
+            return read_figure(self.client, rule, now_ns)
         if kind == KIND_LATENCY:
             where, params = self._where(rule, now_ns - window_ns, now_ns, True)
             hist = LatencyHistogram()

@@ -1,9 +1,11 @@
 """Alert rules: a typed `Rule` and the parsing of what users type (pure, no I/O).
 
 A condition reads like the figure it watches: `p99 > 5ms`, `p99.9 >= 250us`,
-`throughput < 10k/s`, `backlog > 1M`, `backpressure > 50%`. Thresholds are kept in base
-units (latency ns, throughput events/s, backlog events, backpressure a share 0..1), so
-comparing a measured value is one operator. Every parse error is a ValueError whose
+`throughput < 10k/s`, `backlog > 1M`, `backpressure > 50%`; any Spark query's figures read
+as `rows_behind > 1M`, `max(batch_duration) > 30s` or, comparing two figures batch by batch,
+`batch_duration > trigger` (`alerts.figures`). Thresholds are kept in base units (latency
+ns, throughput events/s, backlog events, backpressure a share 0..1), so comparing a
+measured value is one operator. Every parse error is a ValueError whose
 message says what was wrong and what would be right: the CLI and the UI show it as is.
 
 >>> parse_condition("p99 > 5ms").threshold
@@ -23,7 +25,11 @@ from urllib.parse import urlsplit
 from collector.bins import format_ns
 from collector.names import check_name, check_tag_value
 
+from alerts.figures import EXECUTOR, FIGURE_NAMES, FIGURES, MOST, check_aggregate, format_value, level_of, \
+    parse_threshold
+
 LATENCY, THROUGHPUT, BACKLOG, BACKPRESSURE = "latency", "throughput", "backlog", "backpressure"
+FIGURE = "figure"                # a Spark query's generic figure (alerts.figures)
 DEFAULT_STEP = "start-to-end"
 DEFAULT_WINDOW_S = 60.0
 MIN_WINDOW_S, MAX_WINDOW_S = 1.0, 86400.0
@@ -35,23 +41,38 @@ _LATENCY_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 
 _COUNT_UNITS = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
 _CONDITION = re.compile(r"^\s*(?P<metric>[A-Za-z][A-Za-z0-9.]*)\s*(?P<op>>=|<=|>|<)\s*"
                         r"(?P<num>[0-9]+(?:\.[0-9]+)?|\.[0-9]+)\s*(?P<unit>[^\s]*)\s*$")
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_GENERIC = re.compile(rf"^\s*(?:(?P<agg>[A-Za-z][A-Za-z0-9.]*)\s*\(\s*(?P<inner>{_NAME})\s*\)|(?P<fig>{_NAME}))"
+                      rf"\s*(?P<op>>=|<=|>|<)\s*(?:(?P<other>{_NAME})|"
+                      r"(?P<num>[0-9]+(?:\.[0-9]+)?|\.[0-9]+)\s*(?P<unit>[^\s]*(?:\s+rows(?:/s)?)?))\s*$")
 _PERCENTILE = re.compile(r"^p(\d{2}(?:\.\d{1,2})?)$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 CONDITION_HELP = ("a condition like 'p99 > 5ms' (p50..p99.99 with ns/us/ms/s), 'throughput < 10k/s', "
-                  "'backlog > 1M' or 'backpressure > 50%'")
+                  "'backlog > 1M' or 'backpressure > 50%'; for a Spark query's figures "
+                  "'batch_duration > trigger', 'rows_behind > 1M', 'input_rate > processing_rate', "
+                  "'max(batch_duration) > 30s' (figures: " + FIGURE_NAMES + ")")
 
 
 @dataclass(frozen=True)
 class Condition:
-    """A parsed comparison: `metric op threshold`, threshold in the metric's base unit."""
-    metric: str                  # "p99", "p99.9", "throughput", "backlog", "backpressure"
+    """A parsed comparison: `metric op threshold`, threshold in the metric's base unit.
+
+    For a generic figure `metric` is its name, `aggregate` the one the user named (None:
+    the figure's default), and `against` the second figure of `figure op figure`, whose
+    value is the share of batches meeting it and which breaches above `MOST`.
+    """
+    metric: str                  # "p99", "p99.9", "throughput", "backlog", "backpressure", or a figure
     op: str
     threshold: float
     text: str                    # normalised as the user wrote it, e.g. "p99 > 5ms"
+    aggregate: str | None = None
+    against: str | None = None
 
     @property
     def kind(self) -> str:
-        """Return LATENCY, THROUGHPUT, BACKLOG or BACKPRESSURE."""
+        """Return LATENCY, THROUGHPUT, BACKLOG, BACKPRESSURE or FIGURE."""
+        if self.metric in FIGURES:
+            return FIGURE
         return LATENCY if self.metric.startswith("p") else self.metric
 
     @property
@@ -61,12 +82,18 @@ class Condition:
 
     def breached(self, value: float | None) -> bool:
         """Return whether a measured value meets the condition; no data never does (as Prometheus)."""
+        if self.against is not None:
+            return value is not None and value > MOST
         return value is not None and OPS[self.op](value, self.threshold)
 
     def format_value(self, value: float | None) -> str:
         """Return a measured value in the condition's terms ("4.2 ms", "12,345 events/s")."""
         if value is None:
             return "no data"
+        if self.against is not None:
+            return f"{100 * value:.0f} % of batches"
+        if self.kind == FIGURE:
+            return format_value(FIGURES[self.metric], value)
         if self.kind == LATENCY:
             return format_ns(value)
         if self.kind == THROUGHPUT:
@@ -85,6 +112,9 @@ def parse_condition(text: str) -> Condition:
         raise ValueError(f"condition is empty: expected {CONDITION_HELP}")
     if len(text) > 100:
         raise ValueError("condition is longer than 100 characters")
+    g = _GENERIC.match(text)
+    if g and (g["agg"] or g["other"] or "_" in g["fig"] or g["fig"].lower() in FIGURES):
+        return _parse_figure_condition(g)
     m = _CONDITION.match(text)
     if not m:
         raise ValueError(f"condition {text.strip()[:60]!r} is not understood: expected {CONDITION_HELP}")
@@ -120,10 +150,39 @@ def parse_condition(text: str) -> Condition:
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"backpressure threshold {num:g}{unit} is outside 0..100%")
     else:
-        raise ValueError(f"metric {metric!r} is unknown: use p50..p99.99, throughput, backlog or backpressure")
+        raise ValueError(f"metric {metric!r} is unknown: use p50..p99.99, throughput, backlog, backpressure "
+                         f"or a Spark query's figure ({FIGURE_NAMES})")
     if not math.isfinite(threshold):
         raise ValueError(f"threshold {num}{unit} is not a finite number")
     return Condition(metric, op, threshold, f"{metric} {op} {m['num']}{unit}")
+
+
+def _parse_figure_condition(g: re.Match) -> Condition:
+    """Parse `[agg(]figure[)] op threshold` or `figure op figure` (alerts.figures)."""
+    name, op = (g["inner"] or g["fig"]).lower(), g["op"]
+    unknown = f"use {FIGURE_NAMES} (or p50..p99.99, throughput, backlog, backpressure)"
+    if name not in FIGURES:
+        raise ValueError(f"figure {name!r} is unknown: {unknown}")
+    figure = FIGURES[name]
+    agg = None if g["agg"] is None else check_aggregate(g["agg"].lower(), figure)
+    left = name if agg is None else f"{agg}({name})"
+    if g["other"] is not None:
+        other = g["other"].lower()
+        if other not in FIGURES:
+            raise ValueError(f"figure {other!r} is unknown: {unknown}")
+        if agg is not None:
+            raise ValueError(f"{left} {op} {other}: two figures are compared batch by batch, "
+                             f"so write them without an aggregate ({name} {op} {other})")
+        if other == name:
+            raise ValueError(f"{name} {op} {other} compares a figure with itself")
+        if FIGURES[other].unit != figure.unit:
+            raise ValueError(f"{name} {op} {other} compares a {figure.unit} with a {FIGURES[other].unit}: "
+                             "compare figures of the same unit")
+        return Condition(name, op, MOST, f"{name} {op} {other}", None, other)
+    threshold = parse_threshold(figure, float(g["num"]), g["unit"])
+    if not math.isfinite(threshold):
+        raise ValueError(f"threshold {g['num']}{g['unit']} is not a finite number")
+    return Condition(name, op, threshold, f"{left} {op} {g['num']}{g['unit']}", agg)
 
 
 def parse_duration(value: Any, what: str) -> float:
@@ -193,7 +252,9 @@ class Rule:
 
     Scope: `job` is the run (None: any run writing in the window), `step` the step
     (latency and throughput), `pipeline` and `worker` narrow it (None: all). Backlog and
-    backpressure are the job's own figures, so they take no pipeline, step or worker.
+    backpressure are the job's own figures, so they take no pipeline, step or worker. A
+    Spark query's figure takes no step either: `job` (its run), `query`, and `source` or
+    `operator` narrow it; an executor's figure (heap_used, gc_time) takes `app` and `executor`.
     """
     name: str
     condition: Condition
@@ -205,8 +266,15 @@ class Rule:
     for_s: float = 0.0
     webhook: str | None = None
     muted: bool = False
+    query: str | None = None
+    source: str | None = None
+    operator: str | None = None
+    app: str | None = None
+    executor: str | None = None
 
-    KEYS = ("name", "condition", "job", "pipeline", "step", "worker", "window", "for", "webhook", "muted")
+    KEYS = ("name", "condition", "job", "pipeline", "step", "worker", "query", "source", "operator", "app",
+            "executor", "window", "for", "webhook", "muted")
+    FIGURE_SCOPE = ("query", "source", "operator", "app", "executor")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Rule":
@@ -224,7 +292,14 @@ class Rule:
             job_only = cond.kind in (BACKLOG, BACKPRESSURE)
             step = _optional(d.get("step"))
             pipeline, worker, job = (_optional(d.get(k)) for k in ("pipeline", "worker", "job"))
-            if job_only:
+            scope = {k: _optional(d.get(k)) for k in cls.FIGURE_SCOPE}
+            if cond.kind == FIGURE:
+                scope = _figure_scope(cond, step, pipeline, worker, job, scope)
+                step = None
+            elif any(v is not None for v in scope.values()):
+                given = ", ".join(k for k, v in scope.items() if v is not None)
+                raise ValueError(f"{given} scope a Spark query's figures (e.g. rows_behind), not {cond.kind}")
+            elif job_only:
                 if pipeline or worker or (step and step != "job"):
                     raise ValueError(f"{cond.kind} is a figure of the whole job: leave step, pipeline and worker empty")
                 step = None
@@ -246,12 +321,12 @@ class Rule:
                 raise ValueError("muted must be true or false")
         except ValueError as e:
             raise ValueError(f"{label}: {e}") from None
-        return cls(name, cond, step, pipeline, worker, job, window, hold, webhook, muted)
+        return cls(name, cond, step, pipeline, worker, job, window, hold, webhook, muted, **scope)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the rule as the rules file and YAML hold it (durations as text)."""
         d: dict[str, Any] = {"name": self.name, "condition": self.condition.text}
-        for key in ("job", "pipeline", "step", "worker"):
+        for key in ("job", "pipeline", "step", "worker") + self.FIGURE_SCOPE:
             if getattr(self, key) is not None:
                 d[key] = getattr(self, key)
         d["window"] = format_duration(self.window_s)
@@ -267,11 +342,40 @@ class Rule:
 
     def scope_text(self) -> str:
         """Return the scope for display, e.g. `job r1 · orders · start-to-end · host/p0`."""
-        parts = [f"job {self.job}" if self.job else "any job"]
+        if self.condition.kind == FIGURE and EXECUTOR in FIGURES[self.condition.metric].fields:
+            parts = [f"app {self.app}" if self.app else "any app"]
+        else:
+            parts = [f"job {self.job}" if self.job else "any job"]
         parts += [p for p in (self.pipeline, self.step, self.worker) if p]
+        parts += [f"{k} {getattr(self, k)}" for k in self.FIGURE_SCOPE if k != "app" and getattr(self, k)]
         return " · ".join(parts)
 
     def summary(self) -> str:
         """Return one line: scope, condition, window and pending period."""
         hold = f" for {format_duration(self.for_s)}" if self.for_s else ""
         return f"{self.scope_text()}: {self.condition.text} over {format_duration(self.window_s)}{hold}"
+
+
+def _figure_scope(cond: Condition, step, pipeline, worker, job, scope: dict) -> dict:
+    """Return the checked query/source/operator/app/executor scope of a generic figure; raise ValueError."""
+    if step is not None or pipeline is not None or worker is not None:
+        raise ValueError(f"{cond.metric} is a figure of a Spark query: leave step, pipeline and worker empty "
+                         "(scope it with job, query, and source or operator)")
+    figure = FIGURES[cond.metric]
+    if EXECUTOR in figure.fields:
+        named = [k for k in ("query", "source", "operator") if scope[k] is not None] + (["job"] if job else [])
+        if named:
+            raise ValueError(f"{cond.metric} is a figure of an executor: scope it with app and executor, "
+                             f"not {', '.join(named)}")
+    else:
+        named = [k for k in ("app", "executor") if scope[k] is not None]
+        if named:
+            execs = ", ".join(f.name for f in FIGURES.values() if EXECUTOR in f.fields)
+            raise ValueError(f"{', '.join(named)} scope an executor's figures ({execs}), not {cond.metric}")
+        level = level_of(figure, scope["source"], scope["operator"])
+        if cond.against is not None:
+            other = level_of(FIGURES[cond.against], scope["source"], scope["operator"])
+            if other != level:
+                raise ValueError(f"{cond.text}: {cond.metric} is read per {level} here and {cond.against} "
+                                 f"per {other}; compare figures written together")
+    return {k: None if v is None else check_tag_value(v, k) for k, v in scope.items()}
