@@ -3,8 +3,9 @@
 Rules live in `<state>/alerts/rules.json` (`--state-dir`, `MS_STATE_DIR`, or
 `MS_ALERTS_FILE`); a running evaluator applies every change at its next cycle. Bad input
 exits 2 with one line saying what is wrong (ValueError, handled by `marketspread.cli.main`),
-including a step, pipeline or worker no run reports (`alerts.scope_names`). `list` shows
-the states of this folder's namespace only (`alerts.namespace`).
+including a step, pipeline, worker, query, source or operator no run reports
+(`alerts.scope_names`). `list` shows the states of this folder's namespace only
+(`alerts.namespace`).
 """
 from __future__ import annotations
 
@@ -47,6 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--pipeline", help="nbbo or orders (default: both)")
     p.add_argument("--worker", help="one worker, e.g. host/p0 (default: all)")
     p.add_argument("--job", help="run id (default: any run writing metrics)")
+    p.add_argument("--query", help="a Spark query's name or id (figures like rows_behind; default: all)")
+    p.add_argument("--source", help="one source of the query, e.g. 0:KafkaV2 (rows_behind, input_rate, ...)")
+    p.add_argument("--operator", help="one stateful operator, e.g. 0:stateStoreSave (state_rows, late_rows, ...)")
+    p.add_argument("--app", help="a Spark application id (heap_used, gc_time; default: any)")
+    p.add_argument("--executor", help="one executor: driver or its id (heap_used, gc_time; default: all)")
     p.add_argument("--window", default="1m", help="evaluation window (default 1m)")
     p.add_argument("--for", dest="for_", default="0s", help="pending period before firing (default 0s)")
     p.add_argument("--webhook", help="http(s) URL that receives a JSON POST on FIRING and RESOLVED "
@@ -117,7 +123,8 @@ def _current_states(store: RuleStore) -> tuple[dict[str, str], str | None]:
 
 def _add(args, store: RuleStore) -> int:
     d = {"name": args.name, "condition": args.condition, "step": args.step, "pipeline": args.pipeline,
-         "worker": args.worker, "job": args.job, "window": args.window, "for": args.for_,
+         "worker": args.worker, "job": args.job, "query": args.query, "source": args.source,
+         "operator": args.operator, "app": args.app, "executor": args.executor, "window": args.window, "for": args.for_,
          "webhook": args.webhook, "muted": args.muted}
     rule = Rule.from_dict({k: v for k, v in d.items() if v is not None})
     notes = _check_webhooks([rule]) + _check_scope_names([rule])

@@ -67,7 +67,8 @@ def build_payload(rule: Rule, tr: Transition) -> dict[str, Any]:
     verb = "fires" if tr.state == "FIRING" else "is resolved"
     return {"rule": rule.name, "state": tr.state, "previous": tr.previous, "condition": cond.text,
             "value": tr.value, "value_text": cond.format_value(tr.value), "threshold": cond.threshold,
-            "scope": {"job": rule.job, "pipeline": rule.pipeline, "step": rule.step, "worker": rule.worker},
+            "scope": {"job": rule.job, "pipeline": rule.pipeline, "step": rule.step, "worker": rule.worker,
+                      **{k: getattr(rule, k) for k in rule.FIGURE_SCOPE if getattr(rule, k) is not None}},
             "window": format_duration(rule.window_s), "for": format_duration(rule.for_s),
             "at": format_time(tr.at_ns),
             "summary": f"{rule.name} {verb}: {rule.scope_text()} {cond.metric} = {cond.format_value(tr.value)} "

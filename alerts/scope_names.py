@@ -9,7 +9,12 @@ reports, and the workers any run reports for the step. When InfluxDB cannot say
 (unreachable, or no run has that step yet) steps and pipelines are checked against the
 fixed lists and a worker is accepted with a note: an outage must not block editing.
 
-`check_scope` is pure; `reported_names` asks InfluxDB.
+A Spark query's figure is scoped by query, source, operator (or an executor's by app and
+executor) instead: `check_figure_scope` refuses a value the named run (or any run) never
+reported, listing the valid ones, and accepts one with a note when nothing was reported
+yet or InfluxDB can't say.
+
+`check_scope` is pure; `reported_names` and `check_figure_scope` ask InfluxDB.
 """
 from __future__ import annotations
 
@@ -21,7 +26,8 @@ from collector.samples import PIPELINES, STEPS
 from collector.query.series import LATENCY
 from collector.query.store import MetricsStore
 
-from alerts.rules import Rule
+from alerts.figures import EXECUTOR, FIGURES, LEVELS, OPERATOR, QUERY, SOURCE
+from alerts.rules import FIGURE, Rule
 
 MAX_LISTED = 20                       # names listed in an error; a run may have hundreds of workers
 
@@ -52,7 +58,8 @@ def _check(value: str | None, valid: tuple[str, ...], what: str, source: str) ->
         raise ValueError(f"{what} {value!r}: {source} has no {what}s yet")
     close = difflib.get_close_matches(value, valid, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    raise ValueError(f"{what} {value!r} is not a {what} of {source}; {hint}valid: {_listing(valid)}")
+    article = "an" if what[0] in "aeiou" else "a"
+    raise ValueError(f"{what} {value!r} is not {article} {what} of {source}; {hint}valid: {_listing(valid)}")
 
 
 def check_scope(rule: Rule, names: ReportedNames) -> str | None:
@@ -103,11 +110,53 @@ def reported_names(client: InfluxClient, rule: Rule) -> ReportedNames:
     return ReportedNames(STEPS, PIPELINES, workers, source, of_step=True)
 
 
+def _tag_values(client: InfluxClient, measurement: str, key: str, where: dict[str, str]) -> tuple[str, ...]:
+    clauses = " AND ".join(f'"{k}" = ${k}' for k in where)
+    q = f'SHOW TAG VALUES FROM "{measurement}" WITH KEY = "{key}"' + (f" WHERE {clauses}" if clauses else "")
+    return tuple(sorted({v[1] for s in client.query(q, where or None) for v in s.values}))
+
+
+def check_figure_scope(client: InfluxClient, rule: Rule) -> str | None:
+    """Raise ValueError if a figure rule's query, source, operator, app or executor was never reported; return a note."""
+    anyone = "any run"
+    if EXECUTOR in FIGURES[rule.condition.metric].fields:
+        anyone = "any app"
+        checks = [("app", "app", EXECUTOR, {}), ("executor", "executor", EXECUTOR, {"app": rule.app})]
+    else:
+        checks = [("query", "query", QUERY, {"run": rule.job}),
+                  ("source", "source", SOURCE, {"run": rule.job, "query": rule.query}),
+                  ("operator", "operator", OPERATOR, {"run": rule.job, "query": rule.query})]
+    notes = []
+    for attr, key, level, where in checks:
+        value = getattr(rule, attr)
+        if value is None:
+            continue
+        where = {k: v for k, v in where.items() if v is not None}
+        whose = " ".join(f"{'run' if k == 'run' else k} {v}" for k, v in where.items()) or anyone
+        try:
+            valid = _tag_values(client, LEVELS[level][0], key, where)
+        except InfluxError as e:
+            why = f"InfluxDB at {client.url} is unreachable" if e.status is None else f"InfluxDB: {e}"
+            return f"rule {rule.name!r}: {attr} {value!r} not checked ({why})"
+        if not valid:
+            notes.append(f"rule {rule.name!r}: {attr} {value!r} not checked ({whose} has reported no {attr} yet)")
+            continue
+        try:
+            _check(value, valid, attr, whose)
+        except ValueError as e:
+            raise ValueError(f"rule {rule.name!r}: {e}") from None
+    return "; ".join(notes) or None
+
+
 def check_rules(client: InfluxClient, rules: list[Rule]) -> list[str]:
     """Check every rule's scope names against InfluxDB; raise ValueError on the first bad one; return notes."""
     asked: dict[tuple, ReportedNames] = {}          # a rules file repeats scopes: ask once per scope
     notes = []
     for rule in rules:
+        if rule.condition.kind == FIGURE:
+            note = check_figure_scope(client, rule)
+            notes += [note] if note else []
+            continue
         key = (rule.job, rule.step, rule.worker is not None)
         if key not in asked:
             asked[key] = reported_names(client, rule)

@@ -2,6 +2,7 @@
 generic-query schema (docs/METRICS.md: spark_progress, spark_source, spark_state, spark_executor)."""
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -10,10 +11,12 @@ from alerts.evaluate import FIRING, OK
 from alerts.evaluator import AlertEvaluator
 from alerts.query import MetricReader
 from alerts.rules import Rule
+from alerts.scope_names import check_rules
 from alerts.store import RuleStore
-from collector.influx import Point
+from collector.influx import InfluxClient, InfluxConfig, Point
 from collector.testing import MemoryWriter
 from collector.units import NS
+from marketspread.cli import main
 
 
 def _progress(run: str, t: int, batch_ms: int, trigger_ms: int | None = 1000, **fields) -> Point:
@@ -113,3 +116,50 @@ def test_evaluator_fires_generic_rules_and_keeps_others_ok(influx_client, tmp_pa
     events = {p.tags["rule"]: p.fields for p in sink.measurement("alert_events")}
     assert events["kafka-lag"]["scope"] == "job rates · source 0:KafkaV2"
     assert events["slow-overrun"]["condition"] == "batch_duration > trigger"
+
+
+def test_scope_values_no_run_reported_are_refused_with_the_valid_ones(influx_client):
+    _write_queries(influx_client, time.time_ns())
+    check = lambda **kw: check_rules(influx_client, [_rule(**kw)])  # noqa: E731
+    assert check(condition="rows_behind > 1M", job="rates", source="0:KafkaV2") == []
+    assert check(condition="late_rows > 0", job="slow", query="slow", operator="0:stateStoreSave") == []
+    assert check(condition="heap_used > 1GB", app="local-1764", executor="driver") == []
+    for kw, message in (
+            ({"job": "rates", "source": "0:Kafka"}, "rule 'r': source '0:Kafka' is not a source of run rates; "
+                                                    "did you mean '0:KafkaV2'? valid: 0:KafkaV2, 1:RateStreamV2"),
+            ({"job": "slow", "source": "0:KafkaV2"}, "rule 'r': source '0:KafkaV2' not checked"),
+            ({"job": "rates", "query": "rats"}, "query 'rats' is not a query of run rates; did you mean 'rates'?"),
+            ({"condition": "late_rows > 0", "operator": "0:stateStore"}, "operator '0:stateStore' is not an "
+                                                                         "operator of any run"),
+            ({"condition": "heap_used > 1GB", "executor": "7"}, "executor '7' is not an executor of any app"),
+    ):
+        kw = {"condition": "rows_behind > 1M", **kw}
+        if "not checked" in message:           # the run has reported no source at all: accepted with a note
+            assert check(**kw) == [message + " (run slow has reported no source yet)"]
+            continue
+        with pytest.raises(ValueError, match=re.escape(message)):
+            check(**kw)
+    down = InfluxClient(InfluxConfig(url="http://127.0.0.1:1", timeout=1))
+    assert check_rules(down, [_rule(condition="rows_behind > 1M", source="0:KafkaV2")]) == \
+        ["rule 'r': source '0:KafkaV2' not checked (InfluxDB at http://127.0.0.1:1 is unreachable)"]
+
+
+def test_alerts_add_takes_a_figure_rule_and_refuses_a_source_never_reported(influx_client, tmp_path, monkeypatch,
+                                                                            capsys):
+    for k, v in influx_client.config.as_env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("MS_ALERTS_FILE", raising=False)
+    _write_queries(influx_client, time.time_ns())
+    state = str(tmp_path / "state")
+    assert main(["alerts", "--state-dir", state, "add", "lag", "rows_behind > 1M", "--job", "rates",
+                 "--source", "0:KafkaV2", "--window", "2m"]) == 0
+    assert "added lag: job rates · source 0:KafkaV2: rows_behind > 1M over 2m" in capsys.readouterr().out
+    for args, message in ((("--source", "0:Kafka"), "source '0:Kafka' is not a source of run rates"),
+                          (("--step", "sink"), "leave step, pipeline and worker empty"),
+                          (("--source", "0:KafkaV2", "--operator", "0:x"), "a source or an operator, not both")):
+        assert main(["alerts", "--state-dir", state, "add", "x", "rows_behind > 1M", "--job", "rates", *args]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert main(["alerts", "--state-dir", state, "add", "x", "rows_behind > 5ms"]) == 2
+    assert "wrong unit" in capsys.readouterr().err
+    assert [r.name for r in RuleStore(tmp_path / "state" / "alerts" / "rules.json").rules()] == ["lag"]
