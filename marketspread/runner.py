@@ -15,11 +15,13 @@ from engine.config import Config
 from engine.ingress.log import read_consumed, read_head
 from engine.output.forwarder import ResultForwarder
 from engine.output.metrics_shipper import MetricsShipper, run_id_for
+from engine.spark.batch_output import BATCHES
 from engine.spark.job import start_query, stop_query
 from engine.spark.session import build_session
 from engine.storage.diskspace import describe_free, is_disk_full
 from engine.storage.retention import RetentionPolicy
 from engine.storage.retention_worker import RetentionWorker
+from engine.storage.safe_delete import refuse_linked_folders
 from marketspread.metrics_wiring import attach_listener, detach_listener, open_writer
 from marketspread.progress import ConsumedOffsetListener
 
@@ -76,6 +78,7 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
 
 
 def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
+    refuse_linked_folders([cfg.log_dir, cfg.out_dir, cfg.out_dir / BATCHES, cfg.checkpoint_dir, cfg.shard_state_dir])
     cfg.log_dir.mkdir(parents=True, exist_ok=True)
     if removed := remove_unfinished_checkpoint_writes(cfg.checkpoint_dir):
         log.info("removed %d unfinished checkpoint writes (a full disk or a crash left them): %s",

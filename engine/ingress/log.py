@@ -316,9 +316,9 @@ def delete_segments(log_dir: str | os.PathLike, firsts: list[int]) -> int:
 
 
 def unlink_size(path: Path) -> int:
-    """Delete a file; return the bytes it held (0 if it was gone already)."""
+    """Delete a file (a link as a link, never its target); return the bytes it held (0 if gone already)."""
     try:
-        size = path.stat().st_size
+        size = path.lstat().st_size
         path.unlink()
     except FileNotFoundError:
         return 0

@@ -13,6 +13,7 @@ from engine.spark.batch_output import KEY_BYTES, TornFigures, batch_dir, read_sh
 from engine.wire.fixish import RESULT_LEN
 from engine.wire.records import order_id_bytes, symbol_bytes
 from engine.storage.retention import BatchFootprint
+from engine.storage.safe_delete import remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -209,8 +210,8 @@ def batch_footprints(out_dir: str | os.PathLike, start: int, end: int) -> list[B
         d = batch_dir(out_dir, b)
         try:
             with os.scandir(d) as it:
-                files = [e.stat() for e in it]
-            folder = d.stat().st_blocks * 512
+                files = [e.stat(follow_symlinks=False) for e in it]
+            folder = d.lstat().st_blocks * 512
         except FileNotFoundError:
             continue
         if files:
@@ -219,36 +220,31 @@ def batch_footprints(out_dir: str | os.PathLike, start: int, end: int) -> list[B
     return out
 
 
-def delete_batches(out_dir: str | os.PathLike, keep_from: int, known: list[int]) -> int:
-    """Delete the folders of batches below `keep_from` (`known` ids); return the bytes freed.
+def delete_batches(out_dir: str | os.PathLike, keep_from: int, known: list[int]) -> tuple[int, list[int]]:
+    """Delete the folders of batches below `keep_from` (`known` ids); return the bytes freed and the ids left.
 
     `retained-from` is advanced (atomically, durably) before any folder goes, so readers
-    can tell a deleted batch from an empty one.
+    can tell a deleted batch from an empty one. Links are removed as links, never followed
+    (safe_delete.remove_tree); a folder that could not be removed is returned for a retry.
     """
-    if keep_from <= retained_from(out_dir):
-        return 0
     out = Path(out_dir)
-    tmp = out / (RETAINED_FROM + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(str(keep_from))
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(out / RETAINED_FROM)
-    freed = 0
+    if keep_from > retained_from(out_dir):
+        tmp = out / (RETAINED_FROM + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(str(keep_from))
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(out / RETAINED_FROM)
+    freed, left = 0, []
     for b in known:
         if b >= keep_from:
             continue
-        d = batch_dir(out, b)
         try:
-            with os.scandir(d) as it:
-                for e in it:
-                    freed += e.stat().st_blocks * 512
-                    os.unlink(e.path)
-            freed += d.stat().st_blocks * 512
-            d.rmdir()
-        except FileNotFoundError:
-            pass
-    return freed
+            freed += remove_tree(batch_dir(out, b))
+        except OSError as e:
+            log.warning("results retention could not remove batch %d yet: %s", b, e)
+            left.append(b)
+    return freed, left
 
 
 class BatchTail:

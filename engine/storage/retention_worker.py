@@ -51,6 +51,7 @@ class RetentionWorker:
         self._kept_bytes = 0
         self._scanned = retained_from(cfg.out_dir) - 1      # footprints known up to this batch
         self._totals = [0, 0, 0, 0]
+        self._unremoved: list[int] = []       # doomed batches a pass could not remove: retried
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="retention", daemon=True)
 
@@ -87,14 +88,14 @@ class RetentionWorker:
                 self._scanned = committed
             current = retained_from(self.cfg.out_dir)
             keep = results_keep_from(self._kept, committed, now_ns, self.policy, current, self._kept_bytes)
-            if keep > current:
-                doomed_ids = []
+            if keep > current or self._unremoved:
+                doomed_ids, self._unremoved = self._unremoved, []
                 while self._kept and self._kept[0].batch < keep:
                     gone = self._kept.popleft()
                     self._kept_bytes -= gone.nbytes
                     doomed_ids.append(gone.batch)
-                res_bytes = delete_batches(self.cfg.out_dir, keep, doomed_ids)
-                batches = keep - current
+                res_bytes, self._unremoved = delete_batches(self.cfg.out_dir, max(keep, current), doomed_ids)
+                batches = max(keep, current) - current
         self._totals = [a + b for a, b in zip(self._totals, (segs, log_bytes, batches, res_bytes))]
         return RetentionPass(segs, log_bytes, batches, res_bytes)
 
