@@ -65,11 +65,13 @@ def read_figure(client: InfluxClient, rule: Rule, now_ns: int) -> float | None:
         for s in series:
             column = s.columns[-1]
             key = tuple(sorted(s.tags.items()))
-            counts.setdefault(key, {})[column] = sum(int(v[-1] or 0) for v in s.values)
+            counts.setdefault(key, {})[column] = sum(v[-1] for v in s.values if isinstance(v[-1], int))
         shares = [c.get("met", 0) / c["batches"] for c in counts.values() if c.get("batches")]
         return max(shares) if shares else None
     scale = figure.fields[level][1]
-    values = [float(v[-1]) * scale for s in series for v in s.values if v[-1] is not None]
+    # a field written once with another type (a hand-made point) is skipped, not a failed cycle
+    values = [float(v[-1]) * scale for s in series for v in s.values
+              if isinstance(v[-1], (int, float)) and not isinstance(v[-1], bool)]
     if not values:
         return None
     return max(values) if cond.op in (">", ">=") else min(values)
