@@ -1,0 +1,91 @@
+"""What one evaluation of a rule on a Spark query's figures costs against a real InfluxDB.
+
+    python bench/alert_figures.py [--batches 36000] [--repeat 10]
+
+Starts a project InfluxDB (free loopback port, a temporary state folder), writes
+`--batches` `spark_progress` points of one query, one per 100 ms (36,000: an hour), and
+times `MetricReader.value` for a figure-to-figure rule (two counts in one request) and
+for aggregates over the whole window. Medians, minima and maxima are printed with each
+rule's value and written to bench/results/alert-figures-<UTC>.json; never fails on a figure.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent))
+
+from alerts.query import MetricReader  # noqa: E402
+from alerts.rules import Rule  # noqa: E402
+from collector.influx import Point, ensure_database  # noqa: E402
+from collector.influx.server import InfluxServer  # noqa: E402
+
+CONDITIONS = ("batch_duration > trigger", "input_rate > processing_rate", "p99(batch_duration) > 1s",
+              "rows_behind > 1M")
+
+
+def measure(batches: int, repeat: int) -> dict[str, dict]:
+    """Write the points, then time each rule's evaluation `repeat` times; return seconds and values."""
+    state = Path(tempfile.mkdtemp(prefix="alert-figures-"))
+    server = InfluxServer(state, port=0)
+    try:
+        server.start()
+        client = server.client(db="alert_figures")
+        ensure_database(client)
+        now = time.time_ns()
+        points = [Point("spark_progress", {"run": "q", "query": "q"},
+                        {"batch_ms": 80 + i % 50, "trigger_ms": 100, "input_rows_per_s": 1000.0 + i % 7,
+                         "processed_rows_per_s": 1003.0, "rows_behind": i}, now - (batches - i) * 100_000_000)
+                  for i in range(batches)]
+        for k in range(0, batches, 5000):
+            client.write(points[k:k + 5000])
+        window = max(1, batches // 10)
+        reader, out = MetricReader(client), {}
+        for text in CONDITIONS:
+            rule = Rule.from_dict({"name": "x", "condition": text, "job": "q", "window": f"{window}s"})
+            value = reader.value(rule, now)                   # the first read warms InfluxDB's caches
+            seconds = []
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                reader.value(rule, now)
+                seconds.append(time.perf_counter() - t0)
+            out[text] = {"value": value, "seconds": seconds}
+        return out
+    finally:
+        server.stop()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure, print, write the JSON."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batches", type=int, default=36_000)
+    ap.add_argument("--repeat", type=int, default=10)
+    args = ap.parse_args(argv)
+    runs = measure(max(1, args.batches), max(1, args.repeat))
+    summary = {}
+    for text, r in runs.items():
+        s = r["seconds"]
+        summary[text] = {"value": r["value"], "median_ms": statistics.median(s) * 1e3,
+                         "min_ms": min(s) * 1e3, "max_ms": max(s) * 1e3}
+        print(f"{text:>30}: value {r['value']:.4g}, median {summary[text]['median_ms']:.1f} ms "
+              f"(min {summary[text]['min_ms']:.1f}, max {summary[text]['max_ms']:.1f}) per evaluation "
+              f"over {args.batches} batches")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path = BENCH / "results" / f"alert-figures-{stamp}.json"
+    path.write_text(json.dumps({"args": vars(args), "loadavg_at_start": os.getloadavg(), "summary": summary,
+                                "runs": runs}, indent=1))
+    print(f"written to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
