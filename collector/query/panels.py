@@ -10,14 +10,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Sequence
 
-from collector.backpressure import BACKPRESSURE, STEP_INGRESS, STEP_JOB
+from collector.backpressure import BACKPRESSURE, STEP_JOB
 from collector.influx import InfluxClient, InfluxError
 
 from collector.query.ranges import TimeRange, format_time
-from collector.query.series import TimeSeries
+from collector.query.series import MARKET_SPREAD_STEPS, START_TO_END, TimeSeries
 
-#: The backpressure panel's rows: the pipeline's steps in order, then the whole Spark query.
-BP_STEP_ORDER = (STEP_INGRESS, "source", "check_market_data", "sink", STEP_JOB)
 _BP_FIELDS = ("status", "busy_share", "backpressured_share", "idle_share", "backlog", "backlog_growth_per_s")
 SPARK_PROGRESS = "spark_progress"
 
@@ -51,7 +49,7 @@ class BackpressureView:
     mean of a bucket's points (they come about once a second), backlogs its maximum, so a
     short pile-up stays visible at coarse buckets.
     """
-    latest: list[StepBackpressure]        # in BP_STEP_ORDER, unknown steps last
+    latest: list[StepBackpressure]        # in the run's step order, then the Spark query, unknown steps last
     busy: list[TimeSeries]                # busy share 0..1 per step
     backpressured: list[TimeSeries]       # backpressured share 0..1 per step
     backlog: list[TimeSeries]             # events per step; the job's from `spark_progress` if it wrote none
@@ -105,8 +103,12 @@ class PanelStore:
             params.update(start=format_time(rng.start_ns), end=format_time(rng.end_ns))
         return " AND ".join(clauses), params
 
-    def backpressure_view(self, run: str, rng: TimeRange, interval_s: int) -> BackpressureView:
+    def backpressure_view(self, run: str, rng: TimeRange, interval_s: int,
+                          order: Sequence[str] = MARKET_SPREAD_STEPS) -> BackpressureView:
         """Return each step's latest backpressure figures in the range and their series per `interval_s` bucket.
+
+        Rows and series follow the run's step `order` (its job's declaration), the whole
+        Spark query (`job`) after them.
 
         One request of three statements, all aggregated by InfluxDB: the last point per
         step, the bucketed shares and backlogs, and `spark_progress`' backlog per batch
@@ -146,9 +148,10 @@ class PanelStore:
 
         def as_series(name: str) -> list[TimeSeries]:
             return [TimeSeries(step, tuple(sorted(v)), tuple(v[t] for t in sorted(v)))
-                    for step, v in sorted(per_step[name].items(), key=lambda kv: _bp_rank(kv[0]))]
+                    for step, v in sorted(per_step[name].items(), key=lambda kv: rank(kv[0]))]
 
-        return BackpressureView(sorted(latest, key=lambda b: _bp_rank(b.step)), as_series("busy"),
+        rank = bp_ranker(order)
+        return BackpressureView(sorted(latest, key=lambda b: rank(b.step)), as_series("busy"),
                                 as_series("backpressured"), as_series("backlog"), interval_s)
 
     def markers(self, run: str, rng: TimeRange) -> list[Marker]:
@@ -244,8 +247,15 @@ class PanelStore:
                            sum(v for _, v in muted), int(sum(v for _, v in growth("episodes"))))
 
 
-def _bp_rank(step: str) -> tuple[int, str]:
-    return (BP_STEP_ORDER.index(step) if step in BP_STEP_ORDER else len(BP_STEP_ORDER), step)
+def bp_order(order: Sequence[str]) -> tuple[str, ...]:
+    """Return the backpressure panel's rows: the run's steps in order (start-to-end is no step of its own), then the query."""
+    return tuple(s for s in order if s != START_TO_END) + (STEP_JOB,)
+
+
+def bp_ranker(order: Sequence[str]):
+    """Return the sort key of backpressure rows for a run whose steps come in `order`."""
+    rows = bp_order(order)
+    return lambda step: (rows.index(step) if step in rows else len(rows), step)
 
 
 def _opt(value, kind):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import statistics
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple, Sequence
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from collector.bins import UiBin
 from collector.codec import decode
@@ -21,7 +21,10 @@ from collector.units import NS
 
 LATENCY = "latency"
 START_TO_END = "start-to-end"
-STEP_ORDER = ("ingress", "source", "check_market_data", "sink", START_TO_END)
+#: Market Spread's steps as its job declares them (its runs write no `steps`: a run with the
+#: `ingress` or `check_market_data` step is one of its runs).
+MARKET_SPREAD_STEPS = ("ingress", "source", "check_market_data", "sink", START_TO_END)
+_MARKET_SPREAD_MARKS = ("ingress", "check_market_data")
 WALLAROO_PERCENTILES = (50.0, 95.0, 99.0, 99.9, 99.99)
 _DECODE_CACHE = 50_000
 
@@ -45,6 +48,11 @@ class RunInfo:
     throughput_eps: float | None
     p99_ns: int | None
     backpressure: str | None          # OK / LOW / HIGH from `backpressure`, None if not written
+    query_id: str | None = None       # Spark's query id (the newest query's, from `runs`)
+    throughput_unit: str = "events/s"  # "rows/s" for any other query: Spark's own inputRowsPerSecond
+    last_step: str | None = START_TO_END   # the step whose p99 is `p99_ns` (None: no latency recorded)
+    steps: tuple[str, ...] = MARKET_SPREAD_STEPS   # the run's steps in its job's order (`step_order`)
+    app_id: str | None = None         # the Spark application the run's queries ran in
 
     @property
     def duration_s(self) -> float:
@@ -128,6 +136,30 @@ def group_stats(label: str, hist: LatencyHistogram, rates: Sequence[float]) -> G
     return GroupStats(label, hist.total_count, p[50.0], p[95.0], p[99.0], *rate_stats(rates))
 
 
-def step_rank(step: str) -> tuple[int, str]:
-    """Return a step's sort key: pipeline order, unknown steps last by name."""
-    return (STEP_ORDER.index(step) if step in STEP_ORDER else len(STEP_ORDER), step)
+def step_rank(step: str, order: Sequence[str] = MARKET_SPREAD_STEPS) -> tuple[int, str]:
+    """Return a step's sort key: its place in the run's `order`, unknown steps last by name."""
+    return (order.index(step) if step in order else len(order), step)
+
+
+def is_market_spread(steps: Iterable[str]) -> bool:
+    """Return whether a run's latency steps are Market Spread's (which declares none)."""
+    return any(s in _MARKET_SPREAD_MARKS for s in steps)
+
+
+def step_order(declared: Sequence[str], first_seen: Mapping[str, int]) -> tuple[str, ...]:
+    """Return a run's steps in the order its job declared them, else Market Spread's for its runs, else first seen.
+
+    Steps recorded but not declared follow, in the order they were first seen.
+    """
+    seen = sorted(first_seen, key=lambda s: (first_seen[s], s))
+    base = tuple(declared) if declared else (MARKET_SPREAD_STEPS if is_market_spread(first_seen) else ())
+    return tuple(dict.fromkeys((*base, *seen)))
+
+
+def last_step(declared: Sequence[str], first_seen: Mapping[str, int]) -> str | None:
+    """Return the step the runs page gives the p99 of: the last declared, else start-to-end, else the last seen."""
+    if declared:
+        return declared[-1]
+    if START_TO_END in first_seen or not first_seen:
+        return START_TO_END if first_seen else None
+    return max(first_seen, key=lambda s: (first_seen[s], s))

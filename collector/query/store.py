@@ -13,6 +13,7 @@ reads (backpressure, Spark batches, the ingress, markers) are in collector/query
 """
 from __future__ import annotations
 
+import functools
 import time
 from collections import defaultdict
 from typing import Mapping, Sequence
@@ -22,19 +23,20 @@ from collector.histogram import LatencyHistogram
 from collector.influx import RP_ROLLUP, InfluxClient, InfluxError
 from collector.points import INTERVAL_TAG, interval_label
 
-from collector.query.panels import PanelStore
+from collector.query.spark_panels import SparkPanelStore, newest_app, parse_steps
 from collector.query.ranges import TimeRange, format_time, is_live
 from collector.units import NS
 from collector.query.resolution import BASE_S, ROLLUPS_S, bucket_of, missing, plan, rollups_up_to
-from collector.query.series import (LATENCY, START_TO_END, WALLAROO_PERCENTILES, JobView, RunInfo, SeriesKey,
-                                    StepView, TimeSeries, group_stats, merge_blobs, step_rank)
+from collector.query.series import (LATENCY, MARKET_SPREAD_STEPS, START_TO_END, WALLAROO_PERCENTILES, JobView, RunInfo, SeriesKey,
+                                    StepView, TimeSeries, group_stats, is_market_spread, last_step,
+                                    merge_blobs, step_order, step_rank)
 
 RUN_SUMMARY_WINDOW_NS = 60 * NS          # the runs page's throughput and p99: a run's last minute
 SETTLE_NS = 5 * NS       # rollups that ended longer ago than this have been written (2 s grace + sending)
 _SERIES_TAGS = '"step", "pipeline", "worker"'
 
 
-class MetricsStore(PanelStore):
+class MetricsStore(SparkPanelStore):
     """Read-only queries of the `latency` (and optional Spark) measurements of one database."""
 
     def __init__(self, client: InfluxClient):
@@ -121,41 +123,65 @@ class MetricsStore(PanelStore):
     def runs(self, now_ns: int, only: str | None = None, summary: bool = True,
              windows: Mapping[str, TimeRange] | None = None) -> list[RunInfo]:
         """Return every run (or just `only`), newest first; `summary`: with its last minute's figures,
-        or, for a run in `windows` (a performance test's measurement window), that window's."""
-        names = [only] if only is not None else self.run_names()
+        or, for a run in `windows` (a performance test's measurement window), that window's.
+
+        A run is any with `latency` points, or any streaming query's with `runs` or
+        `spark_progress` points. Market Spread's runs count events and events/s from their
+        start-to-end latency; any other query's throughput is Spark's own inputRowsPerSecond of
+        its newest batch, its events the rows its sources gave, its p99 that of its last step.
+        """
+        queries = self.query_summaries(only)
+        names = [only] if only is not None else sorted(set(self.run_names()) | set(queries))
         if not names:
             return []
         where = '"run" = $run' if only is not None else "time > 0"
         params = {"run": only} if only is not None else None
-        # first and last point per run: LIMIT 1 reads one block per series, not the whole run
+        # first and last point per run and step: LIMIT 1 reads one block per series, not the whole run
         first: dict[str, int] = {}
         last: dict[str, int] = {}
-        q = "; ".join(f'SELECT "count" FROM "{LATENCY}" WHERE {where} GROUP BY "run" ORDER BY time {order} LIMIT 1'
-                      for order in ("ASC", "DESC"))
+        seen: dict[str, dict[str, int]] = defaultdict(dict)
+        q = "; ".join(f'SELECT "count" FROM "{LATENCY}" WHERE {where} GROUP BY "run", "step" ORDER BY time {order} '
+                      'LIMIT 1' for order in ("ASC", "DESC"))
         for s in self.client.query(q, params):
-            run = s.tags.get("run", "")
+            run, step = s.tags.get("run", ""), s.tags.get("step", "")
             for t, _ in s.values[:1]:
                 first[run] = min(first.get(run, int(t)), int(t))
                 last[run] = max(last.get(run, int(t)), int(t))
+                seen[run][step] = min(seen[run].get(step, int(t)), int(t))
         bp = self._backpressure(only)
         failed = self._failed_runs(only)
         out = []
         for run in names:
-            if run not in first:
+            g = queries.get(run)
+            spark = g is not None and g.last_ns is not None and not is_market_spread(seen[run])
+            if run not in first and g is None:
                 continue
-            live = is_live(last[run], now_ns)
-            events = self._run_events(run, first[run], last[run], live)
+            declared = g.declared_steps if g is not None else ()
+            order, end_step = step_order(declared, seen[run]), last_step(declared, seen[run])
+            times = [t for t in (first.get(run), last.get(run)) if t is not None]
+            if spark:
+                times += [t for t in (g.first_ns, g.last_ns, g.started_ns) if t is not None]
+            elif g is not None and g.started_ns is not None and not times:
+                times.append(g.started_ns)
+            lo, hi = min(times), max(times)
+            live = is_live(hi, now_ns)
+            events = g.rows if spark else (self._run_events(run, lo, hi, live) if run in first else 0)
             eps = p99 = None
-            if summary:
-                window = (windows or {}).get(run) or \
+            if summary and run in first and end_step is not None:
+                window = (None if spark else (windows or {}).get(run)) or \
                     TimeRange(max(first[run], last[run] + NS - RUN_SUMMARY_WINDOW_NS), last[run] + NS)
                 hist = LatencyHistogram()
-                for h in self._histograms(run, window, step=START_TO_END).values():
+                for h in self._histograms(run, window, step=end_step).values():
                     hist.add(h)
                 if hist.total_count:
                     eps, p99 = hist.total_count / window.seconds, hist.value_at_percentile(99.0)
+            if spark:
+                eps = g.input_rows_per_s
             status = "failed" if run in failed else ("live" if live else "finished")
-            out.append(RunInfo(run, first[run], last[run], live, status, events, eps, p99, bp.get(run)))
+            query_id = next((x.query_id for x in g.queries if x.query_id), None) if g is not None else None
+            out.append(RunInfo(run, lo, hi, live, status, events, eps, p99, bp.get(run), query_id,
+                               "rows/s" if spark else "events/s", end_step, order,
+                               newest_app(g.queries) if g is not None else None))
         return sorted(out, key=lambda r: r.last_ns, reverse=True)
 
     def _run_events(self, run: str, first_ns: int, last_ns: int, live: bool) -> int:
@@ -200,13 +226,24 @@ class MetricsStore(PanelStore):
     # -- job and step pages
 
     def steps(self, run: str) -> list[str]:
-        """Return the steps a run has data for, in pipeline order."""
-        series = self.client.query(f'SHOW TAG VALUES FROM "{LATENCY}" WITH KEY = "step" WHERE "run" = $run',
-                                   {"run": run})
-        return sorted({v[1] for s in series for v in s.values}, key=step_rank)
+        """Return the steps a run has data for, in its job's order (`step_order`)."""
+        series = self.client.query(
+            f'SELECT "count" FROM "{LATENCY}" WHERE "run" = $run GROUP BY "step" ORDER BY time ASC LIMIT 1; '
+            'SELECT "steps" FROM "runs" WHERE "run" = $run GROUP BY "query" ORDER BY time DESC LIMIT 1', {"run": run})
+        seen = {s.tags.get("step", ""): int(s.values[0][0]) for s in series if s.name == LATENCY and s.values}
+        declared = tuple(dict.fromkeys(x for s in series if s.name != LATENCY for r in s.values
+                                       for x in parse_steps(r[1])))
+        order = step_order(declared, seen)
+        return sorted(seen, key=lambda s: step_rank(s, order))
 
-    def job_view(self, run: str, rng: TimeRange, interval_s: int) -> JobView:
-        """Return the job page's tables and series for one run over a range."""
+    def job_view(self, run: str, rng: TimeRange, interval_s: int, order: Sequence[str] = MARKET_SPREAD_STEPS,
+                 end_step: str = START_TO_END) -> JobView:
+        """Return the job page's tables and series for one run over a range.
+
+        Steps follow the run's `order`; throughput, pipelines and the percentiles over
+        time are those of `end_step` (start-to-end for Market Spread, else its last step).
+        """
+        step_rank_ = functools.partial(step_rank, order=tuple(order))
         hists = self._histograms(run, rng)
         counts = self._counts(run, rng, interval_s)
 
@@ -223,15 +260,15 @@ class MetricsStore(PanelStore):
             return [group_stats(label, merged[label], [v / interval_s for v in per_time[label].values()])
                     for label in sorted(merged, key=order)]
 
-        is_e2e = lambda k: k.step == START_TO_END  # noqa: E731
-        steps = rollup(lambda k: k.step, order=step_rank)
+        is_e2e = lambda k: k.step == end_step  # noqa: E731
+        steps = rollup(lambda k: k.step, order=step_rank_)
         pipelines = rollup(lambda k: k.pipeline, is_e2e)
         workers = rollup(lambda k: f"{k.worker} · {k.step}", order=lambda s: (s.split(" · ")[0],
-                                                                                step_rank(s.split(" · ")[-1])))
+                                                                                step_rank_(s.split(" · ")[-1])))
         throughput = _rate_series({k: v for k, v in counts.items() if is_e2e(k)}, lambda k: k.pipeline, interval_s)
         events = sum(s.events for s in pipelines)
         return JobView(events, steps, pipelines, workers, throughput,
-                       self.percentiles_over_time(run, rng, interval_s, START_TO_END), interval_s)
+                       self.percentiles_over_time(run, rng, interval_s, end_step), interval_s)
 
     def percentiles_over_time(self, run: str, rng: TimeRange, interval_s: int, step: str) -> list[TimeSeries]:
         """Return p50/p99/p99.9 per bucket: the max over the workers' (and finer intervals') values."""
