@@ -112,6 +112,7 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
     ])
     alerts_banner.register(app)
     http_guard.install_callback_check(server, lambda: app.callback_map)
+    http_guard.install_callback_errors(server)
     _install_not_found(server)
     return app
 

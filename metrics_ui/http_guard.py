@@ -12,17 +12,27 @@ callbacks, and response headers that keep the dashboard out of other sites' fram
 - **Callback shape**: a Dash callback request that is not a JSON object naming a known
   callback with lists of inputs and state of the declared lengths gets a 400 with the
   reason (Dash itself answers such a request with a 500).
+- **Callback inputs**: any exception raised while a callback handles its inputs (a crafted
+  request giving a dropdown a number, a store a string) is answered with a 400, and logged
+  as one line without traceback, at most one line per `REJECT_LOG_S` with the count of
+  the others, so crafted requests can neither fill the log nor read a traceback.
 
     install(server, allowed_hosts("127.0.0.1", ["metrics.example"]))   # before the credentials
     install_callback_check(server, lambda: app.callback_map)           # after Dash is mounted
 """
 from __future__ import annotations
 
+import logging
 import re
 import socket
+import threading
+import time
 from typing import Any, Callable, Iterable, Mapping
 
 from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException, InternalServerError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_HOSTS = ("localhost", "127.0.0.1", "::1")
 WILDCARD_BINDS = ("", "0.0.0.0", "::")
@@ -33,6 +43,7 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",
 }
 CALLBACK_PATH = "/_dash-update-component"
+REJECT_LOG_S = 10.0                  # at most one log line per this many seconds for rejected callbacks
 _HOST = re.compile(r"(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9_.\-]+))(?::\d{1,5})?")
 
 
@@ -130,3 +141,43 @@ def install_callback_check(server: Flask, callbacks: Callable[[], Mapping[str, M
             if problem is not None:
                 return _plain(f"bad callback request: {problem}", 400)
         return None
+
+
+class RejectLog:
+    """Log rejected callback requests as one line per `every_s`, counting those not logged."""
+
+    def __init__(self, every_s: float = REJECT_LOG_S, clock: Callable[[], float] = time.monotonic):
+        self.every_s, self._clock = every_s, clock
+        self._last = float("-inf")
+        self._quiet = 0
+        self._lock = threading.Lock()
+
+    def rejected(self, output: str, error: BaseException) -> None:
+        """Note one rejected request; log it unless a line went out within `every_s`."""
+        with self._lock:
+            now = self._clock()
+            if now - self._last < self.every_s:
+                self._quiet += 1
+                return
+            quiet, self._quiet, self._last = self._quiet, 0, now
+        log.warning("callback %s refused its inputs (%s)%s", output[:120], type(error).__name__,
+                    f"; {quiet} more refused since the last line" if quiet else "")
+
+
+def install_callback_errors(server: Flask, reject_log: RejectLog | None = None) -> None:
+    """Answer an exception raised while a callback handles its inputs with a 400, logged rate-limited.
+
+    Other paths keep Flask's behaviour (the traceback logged, a 500).
+    """
+    reject_log = reject_log or RejectLog()
+
+    @server.errorhandler(Exception)
+    def _callback_error(error: Exception):
+        if isinstance(error, HTTPException):
+            return error
+        if request.path != CALLBACK_PATH:
+            server.log_exception((type(error), error, error.__traceback__))
+            return InternalServerError()
+        body = request.get_json(silent=True)
+        reject_log.rejected(str(body.get("output", "")) if isinstance(body, dict) else "", error)
+        return _plain("bad callback request: the callback could not use these inputs", 400)

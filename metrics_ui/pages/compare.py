@@ -26,6 +26,7 @@ from collector.query.compare_stats import IMPROVEMENT, NOT_ENOUGH, REGRESSION, C
 dash.register_page(__name__, path="/compare", title="Compare runs · Market Spread metrics", name="Compare")
 
 COMPARE_PICKER = "compare-picker"
+MAX_COMPARED = 50                      # runs compared at once (each is a few queries)
 COMPARE_ASKED = "compare-asked"
 COMPARE_THRESHOLD = "compare-threshold"
 COMPARE_BANNER = "compare-banner"
@@ -192,7 +193,9 @@ def _step_rows(runs: list[BenchRun]) -> list[list]:
           Input(COMPARE_PARAM_ERROR, "data"))
 def refresh_compare(names, threshold_pct, group, url_error):
     """Load the picked runs and judge each (or each label's group) against the first."""
-    names = list(names or [])
+    # a crafted request may send one long string or thousands of names: each costs queries
+    names = list(dict.fromkeys(n for n in (names if isinstance(names, list) else []) if isinstance(n, str)))
+    names = names[:MAX_COMPARED]
     grouped = "group" in (group or [])
     problems = [url_error] if url_error else []
     try:
