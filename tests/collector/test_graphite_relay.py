@@ -1,0 +1,160 @@
+"""GraphiteRelay: a real Spark's metrics sink into the real InfluxDB, and senders that try to break it."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from collector.graphite import spark_metrics_conf
+from collector.graphite_relay import GraphiteRelay
+from collector.influx import InfluxWriter
+
+REPO = Path(__file__).resolve().parents[2]
+
+# A user's job: its own session built with the sink's properties, a few seconds of shuffles.
+JOB = textwrap.dedent("""
+    import json, sys, time
+    from pyspark.sql import SparkSession
+    conf = json.loads(sys.argv[1])
+    spark = (SparkSession.builder.master("local[2]").appName("relay-test")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
+             .config(map=conf).getOrCreate())
+    print(spark.sparkContext.applicationId, flush=True)
+    end = time.time() + 6
+    while time.time() < end:
+        spark.range(0, 500_000).selectExpr("id % 50 AS k").groupBy("k").count().collect()
+    time.sleep(2.5)                  # one more report after the last job
+    spark.stop()
+""")
+
+
+def wait_for(predicate, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def rows(client, where=""):
+    series = client.query(f"SELECT * FROM spark_executor {where}")
+    return [dict(zip(s.columns, v)) for s in series for v in s.values]
+
+
+@pytest.mark.slow
+def test_a_spark_sessions_executor_figures_reach_influxdb(influx_client, tmp_path):
+    with InfluxWriter(influx_client, tmp_path / "spool", interval=0.1) as writer, \
+            GraphiteRelay(writer) as relay:
+        conf = spark_metrics_conf("127.0.0.1", relay.port, period_s=1)
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+        job = subprocess.run([sys.executable, "-c", JOB, __import__("json").dumps(conf)], cwd=REPO, env=env,
+                             capture_output=True, text=True, timeout=180)
+        assert job.returncode == 0, job.stderr[-2000:]
+        app_id = job.stdout.split()[0]
+        assert wait_for(lambda: relay.stats().open_connections == 0)
+        assert writer.flush(10)
+        stats = relay.stats()
+    found = rows(influx_client)
+    assert {(r["app"], r["executor"]) for r in found} == {(app_id, "driver")}   # local mode: the driver runs tasks
+    assert len(found) >= 4 and stats.points >= len(found)
+    last = found[-1]
+    assert last["heap_used_bytes"] > 0 and last["heap_max_bytes"] >= last["heap_used_bytes"]
+    assert last["cpu_time_ns"] > 0 and last["jvm_cpu_time_ns"] > 0
+    assert last["completed_tasks"] > 0 and last["running_tasks"] >= 0
+    assert last["shuffle_read_bytes"] > 0 and last["shuffle_write_bytes"] > 0
+    assert last["gc_count"] >= 0 and last["gc_time_ms"] >= 0
+    # cumulative; an early report may come before the executor source exists, without task fields
+    assert max(r["cpu_time_ns"] or 0 for r in found) == last["cpu_time_ns"]
+    # the sink's filter sends only what is mapped: no line is bad, few are unknown (buffer pools)
+    assert stats.bad_lines == 0 and stats.write_errors == 0 and stats.dropped_connections == 0
+    assert stats.unknown_lines <= 2 * stats.points
+
+
+def good_report(port: int, app: str, heap: int) -> None:
+    ts = int(time.time())
+    lines = "".join(f"sparkmon.{app}.driver.{m} {v} {ts}\n"
+                    for m, v in (("jvm.heap.used", heap), ("executor.cpuTime.count", 7)))
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(lines.encode())
+
+
+def test_relay_survives_hostile_senders(influx_client, tmp_path):
+    with InfluxWriter(influx_client, tmp_path / "spool", interval=0.1) as writer, \
+            GraphiteRelay(writer, max_connections=64, idle_timeout_s=2.0) as relay:
+        crowd = []
+        for _ in range(200):                         # more than the bound; each holds its socket open
+            try:
+                crowd.append(socket.create_connection(("127.0.0.1", relay.port), timeout=5))
+            except OSError:
+                pass
+        assert wait_for(lambda: relay.stats().dropped_connections >= 200 - 64)
+        assert relay.stats().open_connections == 64
+
+        # the crowd goes idle and is closed; then a good sender gets through again
+        assert wait_for(lambda: relay.stats().open_connections == 0, timeout=10)
+        for s in crowd:
+            s.close()
+        good_report(relay.port, "app-good-1", 111)
+
+        huge = socket.create_connection(("127.0.0.1", relay.port), timeout=5)
+        try:                                         # 10 MB without a newline: cut off early
+            huge.sendall(b"x" * 10_000_000)
+        except OSError:
+            pass
+        huge.close()
+        with socket.create_connection(("127.0.0.1", relay.port), timeout=5) as junk:
+            junk.sendall(b"".join(os.urandom(100).replace(b"\n", b"?") + b"\n" for _ in range(500)))
+            junk.sendall(b"sparkmon.app-1.driver.jvm.heap.used nan 1800000000\n"
+                         b"sparkmon.x/../../etc.driver.jvm.heap.used 1 1800000000\n"
+                         b'sparkmon.a"p,p=1.driver.jvm.heap.used 1 1800000000\n')
+        good_report(relay.port, "app-good-2", 222)
+        assert wait_for(lambda: relay.stats().points >= 2)
+        assert writer.flush(10)
+        stats = relay.stats()
+    found = {r["app"]: r for r in rows(influx_client)}
+    assert set(found) == {"app-good-1", "app-good-2"}
+    assert found["app-good-2"]["heap_used_bytes"] == 222 and found["app-good-2"]["cpu_time_ns"] == 7
+    assert stats.bad_lines >= 4 and stats.points == 2 and stats.write_errors == 0
+    assert stats.dropped_connections >= 200 - 64 + 64 + 1     # refused, idle, and the 10 MB line
+
+
+class BrokenWriter:
+    """A writer that always fails: the relay counts the failure and keeps serving."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def add(self, points):
+        self.calls += 1
+        raise RuntimeError("disk full")
+
+
+def test_a_failing_writer_is_counted_not_raised():
+    writer = BrokenWriter()
+    with GraphiteRelay(writer) as relay:
+        good_report(relay.port, "app-1", 1)
+        good_report(relay.port, "app-2", 2)
+        assert wait_for(lambda: relay.stats().write_errors == 2)
+        assert relay.stats().points == 0 and writer.calls == 2
+
+
+def test_stop_hands_on_an_open_report_and_frees_the_port():
+    from collector.testing import MemoryWriter
+    writer = MemoryWriter()
+    relay = GraphiteRelay(writer, quiet_s=60).start()
+    s = socket.create_connection(("127.0.0.1", relay.port), timeout=5)
+    s.sendall(f"sparkmon.app-9.3.jvm.heap.used 9 {int(time.time())}\n".encode())
+    assert wait_for(lambda: relay.stats().lines == 1)
+    relay.stop()
+    s.close()
+    [point] = writer.measurement("spark_executor")
+    assert point.tags == {"app": "app-9", "executor": "3"} and point.fields == {"heap_used_bytes": 9}
+    with socket.create_server(("127.0.0.1", relay.port)):      # the port is free again
+        pass
