@@ -7,7 +7,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Callable, Collection, Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -276,6 +276,30 @@ def url_sync_inputs(prefix: str) -> list[Input]:
     return range_inputs(prefix) + [Input(f"{prefix}-refresh", "value")]
 
 
+# An x-axis end as Plotly (`2026-01-02 03:04:05.123`) or the server (`…T03:04:05.859671+00:00`)
+# writes it: date, optional time with any fraction, optional `Z` or UTC offset.
+_AXIS_TIME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?)?"
+                        r"\s*(Z|[+-]\d{2}(?::?\d{2})?)?$")
+
+
+def axis_time_utc(text: str) -> datetime | None:
+    """Read one end of a time axis as an aware UTC datetime (no offset: UTC); None if it is not one."""
+    m = _AXIS_TIME.match(text.strip()) if len(text) <= 64 else None
+    if m is None:
+        return None
+    y, mo, d, h, mi, sec, frac, zone = m.groups()
+    offset = timedelta()
+    if zone and zone != "Z":
+        digits = zone[1:].replace(":", "")
+        offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:4] or 0)) * (-1 if zone[0] == "-" else 1)
+    try:
+        t = datetime(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(sec or 0),
+                     int((frac or "0")[:6].ljust(6, "0")), tzinfo=timezone.utc)
+    except ValueError:
+        return None
+    return t - offset
+
+
 def zoom_to_range(relayout: Mapping | None) -> tuple[str, str, str, str] | None:
     """Return (from date, from time, to date, to time) of an x-axis zoom (whole seconds, UTC), else None."""
     if not isinstance(relayout, Mapping):
@@ -285,10 +309,8 @@ def zoom_to_range(relayout: Mapping | None) -> tuple[str, str, str, str] | None:
         lo, hi = relayout["xaxis.range"]
     if not isinstance(lo, str) or not isinstance(hi, str):
         return None
-    try:
-        start = datetime.fromisoformat(lo[:26].replace(" ", "T"))
-        end = datetime.fromisoformat(hi[:26].replace(" ", "T"))
-    except ValueError:
+    start, end = axis_time_utc(lo), axis_time_utc(hi)
+    if start is None or end is None:
         return None
     start = start.replace(microsecond=0)
     end = end.replace(microsecond=0) + (timedelta(seconds=1) if end.microsecond else timedelta())

@@ -83,3 +83,39 @@ def test_every_callback_input_given_wrong_types_gets_no_500_and_the_log_no_trace
     assert not failures, f"{len(failures)} of {sent} answered 5xx: " + "; ".join(failures[:30])
     assert "Traceback" not in log, log[-3000:]
     assert log.count("\n") < 200, "rejected requests must be logged rate-limited, not one line each"
+
+
+# Range strings as Plotly and the server write them, each end in its own form; all read as UTC.
+ZOOMS = [
+    ("2026-11-28T07:03:03+00:00", "2026-11-28T07:03:58.859671+00:00"[:26]),    # aware, then naive (cut)
+    ("2026-11-28T07:03:03+00:00", "2026-11-28T07:03:58.859671+00:00"),
+    ("2026-11-28 07:03:03.5", "2026-11-28T07:03:59Z"),
+    ("2026-11-28T08:03:03+01:00", "2026-11-28 07:03:59"),                       # +01:00 is 07:03:03 UTC
+    ("2026-11-28 07:03:03.123456789", "2026-11-28T02:03:59-05:00"),
+    ("2026-11-28 07:03:03", "2026-11-28 07:03:58.859671"),
+]
+
+
+@pytest.mark.parametrize("lo, hi", ZOOMS)
+def test_a_zoom_whose_ends_differ_in_form_is_read_as_utc(lo, hi):
+    from metrics_ui.components import zoom_to_range
+    assert zoom_to_range({"xaxis.range[0]": lo, "xaxis.range[1]": hi}) == \
+        ("2026-11-28", "07:03:03", "2026-11-28", "07:03:59")
+
+
+def test_the_running_job_page_takes_a_zoom_with_one_aware_and_one_naive_end(live_ui):
+    ui, proc = live_ui
+    deps = json.loads(ui.request("GET", "/_dash-dependencies").body)
+    dep = next(d for d in deps if "job-range.value" in d["output"] and
+               all(i["property"] == "relayoutData" for i in d["inputs"]))
+    for lo, hi in ZOOMS[:2]:
+        zoom = {"xaxis.range[0]": lo, "xaxis.range[1]": hi}
+        body = {"output": dep["output"], "outputs": _outputs(dep["output"]),
+                "inputs": [_entry(i, zoom if k == 0 else None) for k, i in enumerate(dep["inputs"])],
+                "state": [_entry(s, None) for s in dep["state"]],
+                "changedPropIds": [f"{dep['inputs'][0]['id']}.relayoutData"]}
+        r = ui.callback(body, origin=f"http://127.0.0.1:{ui.port}")
+        assert r.status == 200, r.body[:300]
+        got = json.loads(r.body)["response"]
+        assert got["job-range"]["value"] == "custom"
+        assert (got["job-from-time"]["value"], got["job-to-time"]["value"]) == ("07:03:03", "07:03:59")
