@@ -329,4 +329,7 @@ class SparkMetricsListener(JsonEventsListener):
         except Exception:
             self._failed("query_info_fn")
             return {}
-        return dict(fields)
+        fields = dict(fields)
+        if st.trigger_ms:
+            fields["trigger_ms"] = int(st.trigger_ms)
+        return fields
