@@ -45,7 +45,7 @@ ON CONFLICT (key) DO UPDATE SET rows = rows + excluded.rows, value_sum = value_s
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Read the command line."""
     p = argparse.ArgumentParser(prog=NAME, description=__doc__.splitlines()[0])
-    p.add_argument("--duration", type=float, default=60, help="seconds to run (0: until Ctrl-C)")
+    p.add_argument("--duration", type=float, default=60, help="seconds to run from the first rows (0: until Ctrl-C)")
     p.add_argument("--rate", type=int, default=1000, help="rows per second of the rate source")
     p.add_argument("--trigger-ms", type=int, default=1000, help="processing-time trigger (0: back to back)")
     # The system temp dir, not the current folder: an example must not litter the user's
@@ -125,11 +125,15 @@ def start_query(spark: SparkSession, args: argparse.Namespace):
 
 
 def follow(query, duration_s: float, batches: dict[int, dict]) -> None:
-    """Collect each batch's progress until `duration_s` passed (0: forever) or the query ends."""
-    deadline = time.monotonic() + duration_s if duration_s > 0 else float("inf")
+    """Collect each batch's progress for `duration_s` after the first rows (0: forever), or until the query ends."""
+    # Counted from the first batch with rows, not from the start: start-up (the JVM, the
+    # first plan) takes 5 s on an idle laptop and three times that on a busy one.
+    deadline = float("inf")
     while query.isActive and time.monotonic() < deadline:
         time.sleep(0.5)
         collect(query, batches)
+        if duration_s > 0 and deadline == float("inf") and any(p["numInputRows"] for p in batches.values()):
+            deadline = time.monotonic() + duration_s
 
 
 def collect(query, batches: dict[int, dict]) -> None:
@@ -143,7 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.work_dir.mkdir(parents=True, exist_ok=True)
     db = args.work_dir / "totals.sqlite"
-    open_database(db).close()            # a bad path fails here, before Spark starts
+    try:                                 # a bad path fails here, before Spark starts
+        open_database(db).close()
+    except sqlite3.Error as e:
+        print(f"{NAME}: cannot open {db}: {e}", file=sys.stderr)
+        return 2
     builder = SparkSession.builder.appName(NAME)
     if master := master_of(args.master):
         builder = builder.master(master)
