@@ -31,7 +31,11 @@ _TICK_S = 0.25
 
 @dataclass(frozen=True)
 class RelayStats:
-    """What a relay did since it started; `dropped_connections` counts every kind of refusal."""
+    """What a relay did since it started.
+
+    `dropped_connections`: senders the relay closed (idle, an over-long line, a failed
+    socket); `times_full`: how often all `max_connections` were taken, new senders waiting.
+    """
     connections: int
     open_connections: int
     lines: int
@@ -39,6 +43,7 @@ class RelayStats:
     bad_lines: int
     unknown_lines: int
     dropped_connections: int
+    times_full: int
     write_errors: int
 
 
@@ -71,9 +76,10 @@ class GraphiteRelay:
         self.quiet_s = quiet_s
         self.warn_every_s = warn_every_s
         self._counts = dict.fromkeys(("connections", "lines", "points", "bad_lines", "unknown_lines",
-                                      "dropped_connections", "write_errors"), 0)
+                                      "dropped_connections", "times_full", "write_errors"), 0)
         self._conns: dict[int, _Conn] = {}
         self._warned: dict[str, float] = {}
+        self._accepting = True
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._listener: socket.socket | None = None
@@ -85,7 +91,7 @@ class GraphiteRelay:
 
     def start(self) -> GraphiteRelay:
         """Bind and start serving; raise OSError if the address cannot be bound."""
-        listener = socket.create_server((self.host, self.port), backlog=128)
+        listener = socket.create_server((self.host, self.port), backlog=1024)
         listener.setblocking(False)
         self._listener, self.port = listener, listener.getsockname()[1]
         self._wake_r, self._wake_w = socket.socketpair()
@@ -154,8 +160,12 @@ class GraphiteRelay:
                 self._emit(conn.assembler.drain(now, self.quiet_s))
 
     def _accept(self) -> None:
-        """Accept what is waiting; beyond the bound, accept and close at once so the backlog drains."""
-        for _ in range(256):
+        """Accept what is waiting up to the bound; at the bound, stop accepting until a sender leaves.
+
+        Senders beyond the bound wait in the kernel's backlog rather than being refused: a
+        cluster's executors all report in the same second, and none of their reports is lost.
+        """
+        while len(self._conns) < self.max_connections:
             try:
                 sock, _addr = self._listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -164,15 +174,14 @@ class GraphiteRelay:
                 self._warn("accept", f"accept failed: {e}")
                 return
             self._counts["connections"] += 1
-            if len(self._conns) >= self.max_connections:
-                self._counts["dropped_connections"] += 1
-                self._warn("too_many", f"refused a sender: {self.max_connections} connections are open")
-                sock.close()
-                continue
             sock.setblocking(False)
             conn = _Conn(sock, self.prefix, time.monotonic())
             self._conns[sock.fileno()] = conn
             self._sel.register(sock, selectors.EVENT_READ, conn)
+        self._sel.unregister(self._listener)
+        self._accepting = False
+        self._counts["times_full"] += 1
+        self._warn("full", f"{self.max_connections} senders connected; new ones wait until one leaves")
 
     def _read(self, conn: _Conn) -> None:
         """Read what a sender has sent; relay its whole lines; close it at its end or on abuse."""
@@ -235,6 +244,9 @@ class GraphiteRelay:
         except (KeyError, ValueError):
             pass
         conn.sock.close()
+        if not self._accepting and len(self._conns) < self.max_connections:
+            self._sel.register(self._listener, selectors.EVENT_READ, "accept")
+            self._accepting = True
 
     def _drop(self, conn: _Conn, kind: str, message: str) -> None:
         self._counts["dropped_connections"] += 1
