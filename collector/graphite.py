@@ -32,7 +32,7 @@ _TS_MIN, _TS_MAX = 946_684_800, 4_102_444_800
 _PATH = re.compile(r"[A-Za-z0-9_.:@+'\-]+")
 _EXECUTOR = re.compile(r"driver|[0-9]{1,9}")
 
-#: (source, metric) -> field, from what Spark 4 sends (tests/collector/data/spark_graphite_lines.txt).
+#: (source, metric) -> field, from what Spark 4.3 sends (tests/collector/data/spark_graphite_lines.txt).
 #: Executor-source counters arrive with Dropwizard's `.count` suffix.
 FIELDS: dict[tuple[str, str], str] = {
     ("jvm", "heap.used"): "heap_used_bytes",
