@@ -34,7 +34,8 @@ class RelayStats:
     """What a relay did since it started.
 
     `dropped_connections`: senders the relay closed (idle, an over-long line, a failed
-    socket); `times_full`: how often all `max_connections` were taken, new senders waiting.
+    socket); `times_full`: how often all `max_connections` were taken, new senders waiting;
+    `dropped_points`: points of (app, executor) pairs beyond `max_series`.
     """
     connections: int
     open_connections: int
@@ -44,6 +45,7 @@ class RelayStats:
     unknown_lines: int
     dropped_connections: int
     times_full: int
+    dropped_points: int
     write_errors: int
 
 
@@ -67,16 +69,19 @@ class GraphiteRelay:
 
     def __init__(self, writer, host: str = "127.0.0.1", port: int = 0, *, prefix: str = DEFAULT_PREFIX,
                  max_connections: int = 64, idle_timeout_s: float = 30.0, quiet_s: float = 1.0,
-                 warn_every_s: float = 60.0):
+                 max_series: int = 4096, warn_every_s: float = 60.0):
         self.writer = writer
         self.host, self.port = host, port
         self.prefix = prefix
         self.max_connections = max_connections
         self.idle_timeout_s = idle_timeout_s
         self.quiet_s = quiet_s
+        self.max_series = max_series
+        self._series: set[tuple[str, str]] = set()   # a sender must not make InfluxDB series without end
         self.warn_every_s = warn_every_s
         self._counts = dict.fromkeys(("connections", "lines", "points", "bad_lines", "unknown_lines",
-                                      "dropped_connections", "times_full", "write_errors"), 0)
+                                      "dropped_connections", "times_full", "dropped_points",
+                                      "write_errors"), 0)
         self._conns: dict[int, _Conn] = {}
         self._warned: dict[str, float] = {}
         self._accepting = True
@@ -91,7 +96,8 @@ class GraphiteRelay:
 
     def start(self) -> GraphiteRelay:
         """Bind and start serving; raise OSError if the address cannot be bound."""
-        listener = socket.create_server((self.host, self.port), backlog=1024)
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        listener = socket.create_server((self.host, self.port), family=family, backlog=1024)
         listener.setblocking(False)
         self._listener, self.port = listener, listener.getsockname()[1]
         self._wake_r, self._wake_w = socket.socketpair()
@@ -226,6 +232,13 @@ class GraphiteRelay:
 
     def _emit(self, points) -> None:
         """Hand points to the writer; a failing writer is counted, never raised."""
+        if len(self._series) < self.max_series:
+            self._series.update((p.tags["app"], p.tags["executor"]) for p in points)
+        kept = [p for p in points if (p.tags["app"], p.tags["executor"]) in self._series]
+        self._counts["dropped_points"] += len(points) - len(kept)
+        if len(kept) < len(points):
+            self._warn("series", f"ignored points of new executors: {self.max_series} (app, executor) pairs seen")
+        points = kept
         if not points:
             return
         try:

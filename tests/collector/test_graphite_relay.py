@@ -1,6 +1,7 @@
 """GraphiteRelay: a real Spark's metrics sink into the real InfluxDB, and senders that try to break it."""
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -9,6 +10,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pyspark
 import pytest
 
 from collector.graphite import spark_metrics_conf
@@ -22,7 +24,7 @@ JOB = textwrap.dedent("""
     import json, sys, time
     from pyspark.sql import SparkSession
     conf = json.loads(sys.argv[1])
-    spark = (SparkSession.builder.master("local[2]").appName("relay-test")
+    spark = (SparkSession.builder.master(sys.argv[2]).appName("relay-test")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
              .config(map=conf).getOrCreate())
     print(spark.sparkContext.applicationId, flush=True)
@@ -32,6 +34,17 @@ JOB = textwrap.dedent("""
     time.sleep(2.5)                  # one more report after the last job
     spark.stop()
 """)
+
+
+def run_job(conf: dict, master: str) -> str:
+    """Run JOB in its own Python process; return its application id."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
+           # local-cluster starts executors with the scripts of a Spark home: pip's pyspark is one
+           "SPARK_HOME": os.environ.get("SPARK_HOME") or str(Path(pyspark.__file__).parent)}
+    job = subprocess.run([sys.executable, "-c", JOB, json.dumps(conf), master], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=240)
+    assert job.returncode == 0, job.stderr[-2000:]
+    return job.stdout.split()[0]
 
 
 def wait_for(predicate, timeout=10.0):
@@ -53,11 +66,7 @@ def test_a_spark_sessions_executor_figures_reach_influxdb(influx_client, tmp_pat
     with InfluxWriter(influx_client, tmp_path / "spool", interval=0.1) as writer, \
             GraphiteRelay(writer) as relay:
         conf = spark_metrics_conf("127.0.0.1", relay.port, period_s=1)
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-        job = subprocess.run([sys.executable, "-c", JOB, __import__("json").dumps(conf)], cwd=REPO, env=env,
-                             capture_output=True, text=True, timeout=180)
-        assert job.returncode == 0, job.stderr[-2000:]
-        app_id = job.stdout.split()[0]
+        app_id = run_job(conf, "local[2]")
         assert wait_for(lambda: relay.stats().open_connections == 0)
         assert writer.flush(10)
         stats = relay.stats()
@@ -75,6 +84,25 @@ def test_a_spark_sessions_executor_figures_reach_influxdb(influx_client, tmp_pat
     # the sink's filter sends only what is mapped: no line is bad, few are unknown (buffer pools)
     assert stats.bad_lines == 0 and stats.write_errors == 0 and stats.dropped_connections == 0
     assert stats.unknown_lines <= 2 * stats.points
+
+
+@pytest.mark.slow
+def test_a_clusters_executor_reports_under_its_id(influx_client, tmp_path):
+    """local-cluster: a separate executor JVM reports task figures; the driver, without tasks, its JVM."""
+    with InfluxWriter(influx_client, tmp_path / "spool", interval=0.1) as writer, \
+            GraphiteRelay(writer) as relay:
+        conf = {**spark_metrics_conf("127.0.0.1", relay.port, period_s=1), "spark.executor.memory": "512m"}
+        app_id = run_job(conf, "local-cluster[1,1,512]")
+        assert wait_for(lambda: relay.stats().open_connections == 0)
+        assert writer.flush(10)
+    found = rows(influx_client)
+    assert {r["app"] for r in found} == {app_id} and {r["executor"] for r in found} == {"driver", "0"}
+    executor = [r for r in found if r["executor"] == "0"]
+    driver = [r for r in found if r["executor"] == "driver"]
+    assert max(r["cpu_time_ns"] or 0 for r in executor) > 0 and max(r["shuffle_write_bytes"] or 0 for r in executor) > 0
+    assert all(r["heap_used_bytes"] > 0 for r in executor + driver)
+    assert all(r["cpu_time_ns"] is None and r["running_tasks"] is None for r in driver)
+    assert executor[-1]["heap_max_bytes"] == 512 * 1024 * 1024
 
 
 def good_report(port: int, app: str, heap: int) -> None:
@@ -170,3 +198,33 @@ def test_stop_hands_on_an_open_report_and_frees_the_port():
     assert point.tags == {"app": "app-9", "executor": "3"} and point.fields == {"heap_used_bytes": 9}
     with socket.create_server(("127.0.0.1", relay.port)):      # the port is free again
         pass
+
+
+def test_executors_beyond_the_series_bound_are_counted_not_written():
+    from collector.testing import MemoryWriter
+    writer = MemoryWriter()
+    with GraphiteRelay(writer, max_series=3) as relay:
+        for i in range(5):
+            good_report(relay.port, f"app-{i}", i + 1)
+        good_report(relay.port, "app-0", 10)             # a known pair goes on being written
+        assert wait_for(lambda: relay.stats().points + relay.stats().dropped_points == 6)
+        stats = relay.stats()
+    assert [p.tags["app"] for p in writer.measurement("spark_executor")] == ["app-0", "app-1", "app-2", "app-0"]
+    assert stats.points == 4 and stats.dropped_points == 2
+
+
+@pytest.mark.skipif(not socket.has_ipv6, reason="no IPv6")
+def test_relay_listens_on_ipv6_loopback():
+    from collector.testing import MemoryWriter
+    writer = MemoryWriter()
+    try:
+        relay = GraphiteRelay(writer, host="::1").start()
+    except OSError as e:
+        pytest.skip(f"no IPv6 loopback here: {e}")
+    try:
+        with socket.create_connection(("::1", relay.port), timeout=5) as s:
+            s.sendall(f"sparkmon.app-6.driver.jvm.heap.used 6 {int(time.time())}\n".encode())
+        assert wait_for(lambda: relay.stats().points == 1)
+    finally:
+        relay.stop()
+    assert writer.measurement("spark_executor")[0].fields == {"heap_used_bytes": 6}
