@@ -31,6 +31,7 @@ DEFAULT_PREFIX = "sparkmon"
 _TS_MIN, _TS_MAX = 946_684_800, 4_102_444_800
 _PATH = re.compile(r"[A-Za-z0-9_.:@+'\-]+")
 _EXECUTOR = re.compile(r"driver|[0-9]{1,9}")
+_INT_LIMIT = 2**53                   # an InfluxDB integer field, and exact through a float
 
 #: (source, metric) -> field, from what Spark 4.3 sends (tests/collector/data/spark_graphite_lines.txt).
 #: Executor-source counters arrive with Dropwizard's `.count` suffix.
@@ -134,14 +135,14 @@ class _Report:
         """Keep a curated metric; False for one this schema does not map."""
         field = FIELDS.get((m.source, m.metric))
         if field is not None:
-            if m.value >= 0:                  # -1 is Dropwizard's "undefined" (a max without limit)
+            if 0 <= m.value < _INT_LIMIT:     # -1 is Dropwizard's "undefined" (a max without limit)
                 self.fields[field] = int(round(m.value))
             return True
         if m.source == "jvm" and m.metric.count(".") == 1:
             pool, kind = m.metric.split(".")
             # Collectors report `time` and `count`; buffer pools (direct, mapped) report
             # `count` without `time`, so a collector is a name seen with `time`.
-            if kind in ("time", "count") and m.value >= 0:
+            if kind in ("time", "count") and 0 <= m.value < _INT_LIMIT:
                 (self.gc_time if kind == "time" else self.gc_count)[pool] = int(m.value)
                 return True
         return False

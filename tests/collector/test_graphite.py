@@ -84,8 +84,9 @@ def test_open_reports_are_bounded():
     assert asm.open_reports() == 4 and [p.tags["app"] for p in out] == [f"app-{i}" for i in range(6)]
 
 
-def test_undefined_maximum_is_left_out():
+def test_undefined_maximum_and_absurd_values_are_left_out():
     _, [point] = assemble(["sparkmon.app-1.driver.jvm.heap.max -1 1800000000",
+                           "sparkmon.app-1.driver.jvm.heap.committed 1e300 1800000000",
                            "sparkmon.app-1.driver.jvm.heap.used 5 1800000000"])
     assert point.fields == {"heap_used_bytes": 5}
 
