@@ -31,7 +31,8 @@ DEFAULT_PREFIX = "sparkmon"
 _TS_MIN, _TS_MAX = 946_684_800, 4_102_444_800
 _PATH = re.compile(r"[A-Za-z0-9_.:@+'\-]+")
 _EXECUTOR = re.compile(r"driver|[0-9]{1,9}")
-_INT_LIMIT = 2**53                   # an InfluxDB integer field, and exact through a float
+_INT_LIMIT = 2**63                   # InfluxDB's integer fields are signed 64-bit
+_INTEGER = re.compile(r"-?[0-9]{1,19}")
 
 #: (source, metric) -> field, from what Spark 4.3 sends (tests/collector/data/spark_graphite_lines.txt).
 #: Executor-source counters arrive with Dropwizard's `.count` suffix.
@@ -61,9 +62,12 @@ SINK_REGEX = (r"\.(jvm\.(heap\.(used|max|committed)|non-heap\.used|[^.]+\.(time|
 
 @dataclass(frozen=True)
 class GraphiteLine:
-    """One parsed plaintext line: a dotted path, a finite value, whole seconds since the epoch."""
+    """One parsed plaintext line: a dotted path, a finite value, whole seconds since the epoch.
+
+    Integers stay exact (`int`): cumulative nanoseconds pass 2**53 on a long-lived executor.
+    """
     path: str
-    value: float
+    value: int | float
     ts_s: int
 
 
@@ -84,7 +88,7 @@ def parse_line(raw: bytes | str) -> GraphiteLine:
     if not _PATH.fullmatch(path) or ".." in path or path.startswith(".") or path.endswith("."):
         raise ValueError("path has characters or empty parts Spark never sends")
     try:
-        value = float(value_text)
+        value = int(value_text) if _INTEGER.fullmatch(value_text) else float(value_text)
         ts = int(ts_text)
     except ValueError:
         raise ValueError("value or timestamp is not a number") from None
@@ -102,7 +106,7 @@ class SparkMetric:
     executor: str
     source: str
     metric: str
-    value: float
+    value: int | float
     ts_s: int
 
 
@@ -143,7 +147,7 @@ class _Report:
             # Collectors report `time` and `count`; buffer pools (direct, mapped) report
             # `count` without `time`, so a collector is a name seen with `time`.
             if kind in ("time", "count") and 0 <= m.value < _INT_LIMIT:
-                (self.gc_time if kind == "time" else self.gc_count)[pool] = int(m.value)
+                (self.gc_time if kind == "time" else self.gc_count)[pool] = int(round(m.value))
                 return True
         return False
 

@@ -84,9 +84,15 @@ def test_open_reports_are_bounded():
     assert asm.open_reports() == 4 and [p.tags["app"] for p in out] == [f"app-{i}" for i in range(6)]
 
 
+def test_large_integers_stay_exact():
+    _, [point] = assemble(["sparkmon.app-1.3.JVMCPU.jvmCpuTime 9007199254740993 1800000000"])
+    assert point.fields == {"jvm_cpu_time_ns": 9007199254740993}       # 2**53 + 1
+
+
 def test_undefined_maximum_and_absurd_values_are_left_out():
     _, [point] = assemble(["sparkmon.app-1.driver.jvm.heap.max -1 1800000000",
                            "sparkmon.app-1.driver.jvm.heap.committed 1e300 1800000000",
+                           "sparkmon.app-1.driver.jvm.non-heap.used 9223372036854775808 1800000000",
                            "sparkmon.app-1.driver.jvm.heap.used 5 1800000000"])
     assert point.fields == {"heap_used_bytes": 5}
 
