@@ -18,7 +18,7 @@ from collector.bins import format_ns
 from collector.influx import InfluxError
 
 from collector.query.panels import StepBackpressure
-from collector.query.series import GroupStats
+from collector.query.series import MARKET_SPREAD_STEPS, START_TO_END, GroupStats
 from collector.query.store import MetricsStore
 from metrics_ui.figures import figure_patch
 from collector.query.ranges import DEFAULT_RANGE, RANGE_CUSTOM, RANGES, TimeRange, picker_time, resolve_range
@@ -323,12 +323,14 @@ def zoom_to_range(relayout: Mapping | None) -> tuple[str, str, str, str] | None:
 BUSY_NOTE = ("Busy, for the job, is the share of time a micro-batch was running. Spark starts the next batch as "
              "soon as one ends while events are waiting, so a job near 100 % busy is working at its capacity, "
              "not failing: it is behind only if the backlog grows or the ingress is muted (backpressured).")
-_GRAPH_STEPS = (("ingress", "TCP ingress, ordered log"), ("source", "Spark source: log ranges"),
-                ("check_market_data", "the rule (stateful)"), ("sink", "results, fsync"))
+#: What Market Spread's steps do, under their names in the job graph (other jobs' steps go by name alone).
+_STEP_NOTES = {"ingress": "TCP ingress, ordered log", "source": "Spark source: log ranges",
+               "check_market_data": "the rule (stateful)", "sink": "results, fsync"}
 
 
-def job_graph(latest: Sequence[StepBackpressure], graph_id: str) -> html.Div:
-    """Return the job's steps as a chain of boxes, each with its backpressure badge and busy share."""
+def job_graph(latest: Sequence[StepBackpressure], graph_id: str, order: Sequence[str] = MARKET_SPREAD_STEPS
+              ) -> html.Div:
+    """Return the run's steps (in its job's `order`) as a chain of boxes, each with its backpressure badge and busy share."""
     by_step = {b.step: b for b in latest}
 
     def node(step: str, what: str) -> html.Div:
@@ -340,10 +342,10 @@ def job_graph(latest: Sequence[StepBackpressure], graph_id: str) -> html.Div:
                         className=f"graph-node bp-node-{(status or 'none').lower()}", **{"data-step": step})
 
     chain: list = []
-    for i, (step, what) in enumerate(_GRAPH_STEPS):
+    for i, step in enumerate(s for s in order if s != START_TO_END):
         if i:
             chain.append(html.Span("→", className="graph-arrow"))
-        chain.append(node(step, what))
+        chain.append(node(step, _STEP_NOTES.get(step, "")))
     job = by_step.get("job")
     job_text = ("Spark query: " + ("—" if job is None or job.busy_share is None
                                     else f"{job.busy_share * 100:.0f} % of the time in a micro-batch"))

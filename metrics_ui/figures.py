@@ -18,7 +18,7 @@ from collector.bins import UiBin, format_ns
 from collector.histogram import LatencyHistogram
 
 from collector.query.panels import BatchView, IngressView, Marker
-from collector.query.series import TimeSeries
+from collector.query.series import MARKET_SPREAD_STEPS, TimeSeries
 from collector.query.ranges import TimeRange
 
 NO_DATA = "no data yet for this run in the selected range"
@@ -42,22 +42,40 @@ LEGEND_PER_ROW = 4
 CURVE_NINES = 5
 
 
-#: One colour per series name on every chart (pipelines, steps, percentiles, phases), so a name
+#: One colour per series name on every chart (pipelines, percentiles, the whole query), so a name
 #: keeps its colour from chart to chart; and a dash style per pipeline, so equal lines stay visible.
 COLOURS = {"nbbo": "#1f6fb4", "orders": "#e6731c", "all": "#1f6fb4",
            "p50": "#2c9c4a", "p99": "#e6731c", "p999": "#c0262d", "p9999": "#7b3fa0",
-           "ingress": "#1f6fb4", "source": "#2c9c4a", "check_market_data": "#e6731c", "sink": "#7b3fa0",
            "start-to-end": "#555555", "job": "#c0262d"}
 _PALETTE = ("#1f6fb4", "#e6731c", "#2c9c4a", "#c0262d", "#7b3fa0", "#8c564b", "#d6589f", "#7f7f7f")
+#: Steps take their colour from their place in the run's step order (Market Spread's: ingress,
+#: source, check_market_data, sink), so a step keeps its colour on every chart of its run.
+_STEP_PALETTE = ("#1f6fb4", "#2c9c4a", "#e6731c", "#7b3fa0", "#8c564b", "#d6589f", "#17becf", "#bcbd22")
 DASHES = {"orders": "dash"}
 #: Legend names of the stored percentile fields.
 PERCENTILE_NAMES = {"p50": "p50", "p95": "p95", "p99": "p99", "p999": "p99.9", "p9999": "p99.99"}
 _MARKER_COLOURS = {"start": "#2c9c4a", "end": "#555555", "firing": "#c0262d", "resolved": "#1f6fb4"}
 
 
-def colour(name: str, index: int = 0) -> str:
-    """Return the colour of a series: its own if it has one, else the palette's `index`-th."""
-    return COLOURS.get(name, _PALETTE[index % len(_PALETTE)])
+def colour(name: str, index: int = 0, steps: Mapping[str, str] | None = None) -> str:
+    """Return the colour of a series: its step's, else its own if it has one, else the palette's `index`-th."""
+    return (steps or {}).get(name) or COLOURS.get(name, _PALETTE[index % len(_PALETTE)])
+
+
+def step_colours(order: Sequence[str] = MARKET_SPREAD_STEPS) -> dict[str, str]:
+    """Return each step's colour by its place in the run's step `order` (start-to-end and the query keep theirs)."""
+    steps = [s for s in order if s not in COLOURS]
+    return {s: _STEP_PALETTE[i % len(_STEP_PALETTE)] for i, s in enumerate(steps)}
+
+
+def base_figure() -> go.Figure:
+    """Return an empty figure with the dashboard's layout, for builders in other modules."""
+    return go.Figure(layout=_LAYOUT)
+
+
+def as_times(ns: Sequence[int]) -> list[datetime]:
+    """Return ns timestamps as UTC datetimes for a time axis."""
+    return _times(ns)
 
 
 def _times(ns: Sequence[int]) -> list[datetime]:
@@ -186,32 +204,35 @@ def percentiles_over_time_figure(series: Sequence[TimeSeries], title: str) -> go
 
 
 def busy_share_figure(busy: Sequence[TimeSeries], backpressured: Sequence[TimeSeries], title: str,
-                      message: str = NO_DATA) -> go.Figure:
+                      message: str = NO_DATA, order: Sequence[str] = MARKET_SPREAD_STEPS) -> go.Figure:
     """Return busy (solid) and backpressured (dashed) shares of time per step, 0-100 %."""
     if not any(s.values for s in (*busy, *backpressured)):
         return empty_figure(title, message)
     fig = go.Figure(layout=_LAYOUT)
+    steps = step_colours(order)
     for i, s in enumerate(busy):
         fig.add_trace(go.Scatter(x=_times(s.times_ns), y=[v * 100 for v in s.values], mode="lines",
-                                 name=f"{s.name} busy", line=dict(color=colour(s.name, i)),
+                                 name=f"{s.name} busy", line=dict(color=colour(s.name, i, steps)),
                                  hovertemplate="%{y:.0f} %"))
     for i, s in enumerate(backpressured):
         fig.add_trace(go.Scatter(x=_times(s.times_ns), y=[v * 100 for v in s.values], mode="lines",
-                                 name=f"{s.name} backpressured", line=dict(dash="dash", color=colour(s.name, i)),
+                                 name=f"{s.name} backpressured", line=dict(dash="dash", color=colour(s.name, i, steps)),
                                  hovertemplate="%{y:.0f} %"))
     fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="share of time (%)",
                       yaxis_range=[0, 100])
     return fit_legend(fig)
 
 
-def backlog_figure(series: Sequence[TimeSeries], title: str, message: str = NO_DATA) -> go.Figure:
+def backlog_figure(series: Sequence[TimeSeries], title: str, message: str = NO_DATA,
+                   order: Sequence[str] = MARKET_SPREAD_STEPS) -> go.Figure:
     """Return the backlog (events not yet processed) over time, one line per step."""
     if not any(s.values for s in series):
         return empty_figure(title, message)
     fig = go.Figure(layout=_LAYOUT)
+    steps = step_colours(order)
     for i, s in enumerate(series):
         fig.add_trace(go.Scatter(x=_times(s.times_ns), y=list(s.values), mode="lines", name=s.name,
-                                 line=dict(color=colour(s.name, i)), hovertemplate="%{y:,.0f} events"))
+                                 line=dict(color=colour(s.name, i, steps)), hovertemplate="%{y:,.0f} events"))
     fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="backlog (events)", yaxis_rangemode="tozero")
     return fit_legend(fig)
 

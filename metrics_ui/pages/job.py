@@ -22,8 +22,11 @@ from collector.influx import InfluxError
 
 from metrics_ui import components as c
 from metrics_ui import figures
+from metrics_ui import spark_components as sc
 from collector.query.panels import BackpressureView, Marker
+from collector.query.series import MARKET_SPREAD_STEPS, START_TO_END
 from collector.query.ranges import RANGE_CUSTOM, TimeRange, check_name
+from collector.query.series import RunInfo
 from collector.units import NS
 from collector.query.resolution import bucket_s
 
@@ -56,6 +59,8 @@ JOB_BATCH_SUMMARY = "job-batch-summary"
 JOB_BAD = "job-bad-frames"
 JOB_MUTED = "job-muted"
 JOB_INGRESS_SUMMARY = "job-ingress-summary"
+JOB_INGRESS_BOX = "job-ingress"
+JOB_QUERY_DIGESTS = "job-query-digests"
 #: Every chart over time: they share the page's range, and a zoom on any of them sets it.
 TIME_GRAPHS = (JOB_THROUGHPUT, JOB_PERCENTILES, JOB_BP_BUSY, JOB_BP_BACKLOG, JOB_BATCHES, JOB_BAD, JOB_MUTED)
 _BUSY_TITLE = "Busy and backpressured share per step"
@@ -78,7 +83,7 @@ def layout(run_id: str | None = None, **query) -> html.Div:
         dcc.Store(id=JOB_RUN, data=run), dcc.Store(id=JOB_LIVE, data=False), dcc.Store(id=JOB_WINDOW),
         dcc.Store(id=JOB_URL), dcc.Store(id=JOB_DIGESTS, data={}), dcc.Store(id=JOB_HIDDEN, data={}), dcc.Store(id=JOB_URL_ERROR, data=q.error),
         dcc.Store(id=JOB_BP + "-digests", data={}),
-        dcc.Store(id=JOB_BATCHES + "-digests", data={}),
+        dcc.Store(id=JOB_BATCHES + "-digests", data={}), dcc.Store(id=JOB_QUERY_DIGESTS, data={}),
         html.Div([dcc.Link("← runs", href="/"), html.H2(["Run ", html.Code(run)]),
                   html.Span(id=JOB_TITLE, className="status")], className="page-head"),
         c.page_controls(JOB_RANGE, q),
@@ -95,9 +100,11 @@ def layout(run_id: str | None = None, **query) -> html.Div:
                  className="grid2"),
         html.H3("Spark micro-batches"), html.P(id=JOB_BATCH_SUMMARY, className="summary"),
         dcc.Graph(id=JOB_BATCHES, figure=loading(_BATCH_TITLE, "loading…")),
-        html.H3("Ingress"), html.P(id=JOB_INGRESS_SUMMARY, className="summary"),
-        html.Div([dcc.Graph(id=JOB_BAD, figure=loading(_BAD_TITLE, "loading…")),
-                  dcc.Graph(id=JOB_MUTED, figure=loading(_MUTED_TITLE, "loading…"))], className="grid2"),
+        *(html.Div(id=section) for section in (sc.QUERY_BATCHES, sc.QUERY_SOURCES, sc.QUERY_STATE, sc.QUERY_EXECUTORS)),
+        html.Div([html.H3("Ingress"), html.P(id=JOB_INGRESS_SUMMARY, className="summary"),
+                  html.Div([dcc.Graph(id=JOB_BAD, figure=loading(_BAD_TITLE, "loading…")),
+                            dcc.Graph(id=JOB_MUTED, figure=loading(_MUTED_TITLE, "loading…"))], className="grid2")],
+                 id=JOB_INGRESS_BOX),
         html.H3("Pipelines (start-to-end)"), html.Div(id=JOB_PIPELINES),
         html.H3("Workers"), html.Div(id=JOB_WORKERS),
         dcc.Interval(id=JOB_INTERVAL, interval=current_app.config["MS_UI"].refresh_ms, n_intervals=0),
@@ -105,14 +112,23 @@ def layout(run_id: str | None = None, **query) -> html.Div:
 
 
 def _window(rng: TimeRange, interval: int, revision: str, markers: list[Marker], status_end: int,
-            shown: TimeRange, tick: bool = False) -> dict:
-    """Return what the panels need of the main callback's range, as the JOB_WINDOW store holds it.
+            shown: TimeRange, tick: bool = False, info: RunInfo | None = None) -> dict:
+    """Return what the panels need of the main callback's range and run, as the JOB_WINDOW store holds it.
 
     `tick` says the range came from a refresh (not the user's pick), so charts may go as a Patch.
+    `steps` is the run's step order, `generic` whether it is any query's run rather than Market
+    Spread's, `app` the Spark application whose executors it ran on.
     """
     return {"start": rng.start_ns, "end": rng.end_ns, "interval": interval, "revision": revision,
             "status_end": status_end, "markers": [[m.time_ns, m.kind, m.text] for m in markers],
-            "shown": [shown.start_ns, shown.end_ns], "tick": tick}
+            "shown": [shown.start_ns, shown.end_ns], "tick": tick,
+            "steps": list(info.steps) if info else list(MARKET_SPREAD_STEPS),
+            "generic": bool(info and _generic(info)), "app": info.app_id if info else None}
+
+
+def _generic(info: RunInfo) -> bool:
+    """Return whether a run is any streaming query's (its figures from Spark's progress), not Market Spread's."""
+    return info.throughput_unit != "events/s"
 
 
 def _unreadable(error: InfluxError) -> tuple:
@@ -168,7 +184,8 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
         except ValueError as e:
             return keep + [c.warning_banner(str(e)), info.live, dash.no_update, dash.no_update]
         interval = bucket_s(rng)
-        view = store.job_view(run, rng, interval)
+        end_step = info.last_step or START_TO_END
+        view = store.job_view(run, rng, interval, info.steps, end_step)
         markers = store.markers(run, _status_range(rng, info.anchor_ns(now), info.live))
     except InfluxError as e:
         if digests:         # what the page shows stays, under the banner, until InfluxDB answers again
@@ -180,6 +197,15 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
         row[0] = dcc.Link(row[0], href=f"/step/{quote(run, safe='')}/{quote(row[0], safe='')}")
     summary = (f"{view.events:,} events start-to-end in the range · {info.events:,} in the whole run · "
                f"{'live' if info.live else 'finished'}")
+    throughput_title, latency_title = "Throughput (start-to-end, per pipeline)", "Start-to-end latency (max over workers)"
+    if _generic(info):
+        summary = (f"query {info.query_id or '—'} · {info.events:,} input rows in the whole run · "
+                   + (f"{view.events:,} through step {end_step} in the range · " if view.events else "")
+                   + ("live" if info.live else info.status))
+        throughput_title = f"Throughput (step {end_step}, per query)"
+        latency_title = f"Latency of step {end_step} (max over workers)"
+    no_steps = ("no latency steps recorded by this query (record_latency, timed_step)"
+                if _generic(info) and info.last_step is None else "no data yet for this run")
     status_end = _status_range(rng, info.anchor_ns(now), info.live).end_ns
     shown = c.shown_range(rng, info.first_ns, status_end)
     frame = (shown, revision, markers)
@@ -187,18 +213,18 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
     changed, digests = c.only_changed({
         "title": c.as_is(info.status), "class": c.as_is(f"status status-{info.status}"), "summary": c.as_is(summary),
         "throughput": ((view.throughput, frame), lambda: figures.hide_series(figures.time_axes(
-            figures.throughput_figure(view.throughput, "Throughput (start-to-end, per pipeline)"), *frame),
+            _no_steps(figures.throughput_figure(view.throughput, throughput_title), info), *frame),
             (hidden or {}).get(JOB_THROUGHPUT, ()))),
         "percentiles": ((view.percentiles, frame), lambda: figures.hide_series(figures.time_axes(
-            figures.percentiles_over_time_figure(view.percentiles, "Start-to-end latency (max over workers)"), *frame),
+            _no_steps(figures.percentiles_over_time_figure(view.percentiles, latency_title), info), *frame),
             (hidden or {}).get(JOB_PERCENTILES, ()))),
-        "steps": (view.steps, lambda: c.table(c.STATS_HEADER, step_rows, JOB_STEPS + "-table")),
+        "steps": (view.steps, lambda: c.table(c.STATS_HEADER, step_rows, JOB_STEPS + "-table", empty=no_steps)),
         "pipelines": (view.pipelines,
                       lambda: c.table(c.STATS_HEADER, c.stats_rows(view.pipelines), JOB_PIPELINES + "-table")),
         "workers": (view.workers, lambda: c.table(c.STATS_HEADER, c.stats_rows(view.workers), JOB_WORKERS + "-table")),
     }, digests, patch=("throughput", "percentiles"), scope="job", tick=tick)
     return (*changed, _url_banner(url_error), info.live,
-            _window(rng, interval, revision, markers, status_end, shown, tick), digests)
+            _window(rng, interval, revision, markers, status_end, shown, tick, info), digests)
 
 
 @callback(Output(JOB_HIDDEN, "data"), Input(JOB_THROUGHPUT, "restyleData"), Input(JOB_PERCENTILES, "restyleData"),
@@ -228,7 +254,8 @@ def refresh_backpressure(window, run, digests):
     rng, interval, revision, markers = _unpack(window)
     shown = TimeRange(*window.get("shown", rng))
     try:
-        bp = c.store().backpressure_view(run, _status_read(window), interval)
+        order = tuple(window.get("steps") or MARKET_SPREAD_STEPS)
+        bp = c.store().backpressure_view(run, _status_read(window), interval, order)
     except InfluxError:
         return (dash.no_update,) * 5                  # the main callback's banner says so
 
@@ -237,7 +264,7 @@ def refresh_backpressure(window, run, digests):
     def panel(i: int):
         def build():
             if not built:
-                built.append(_backpressure_panel(bp))
+                built.append(_backpressure_panel(bp, order))
             out = built[0][i]
             return figures.time_axes(out, shown, revision, markers) if i >= 2 and out.data else out
         return build
@@ -251,14 +278,14 @@ def refresh_backpressure(window, run, digests):
 
 @callback(Output(JOB_BATCHES, "figure"), Output(JOB_BATCH_SUMMARY, "children"),
           Output(JOB_BAD, "figure"), Output(JOB_MUTED, "figure"), Output(JOB_INGRESS_SUMMARY, "children"),
-          Output(JOB_BATCHES + "-digests", "data"),
+          Output(JOB_BATCHES + "-digests", "data"), Output(JOB_INGRESS_BOX, "style"),
           Input(JOB_WINDOW, "data"), State(JOB_RUN, "data"), State(JOB_BATCHES + "-digests", "data"))
 def refresh_spark_and_ingress(window, run, digests):
     """Reload the Spark batch chart and the ingress' bad frames and muted time for the page's range."""
     if not window or "empty" in window:
         why = (window or {}).get("empty", figures.NO_DATA)
         return (figures.empty_figure(_BATCH_TITLE, why), "", figures.empty_figure(_BAD_TITLE, why),
-                figures.empty_figure(_MUTED_TITLE, why), "", {})
+                figures.empty_figure(_MUTED_TITLE, why), "", {}, None)
     rng, interval, revision, markers = _unpack(window)
     shown = TimeRange(*window.get("shown", rng))
     try:
@@ -267,7 +294,7 @@ def refresh_spark_and_ingress(window, run, digests):
         batches = store.batch_view(run, status, interval)
         ingress = store.ingress_view(run, status, interval)
     except InfluxError:
-        return (dash.no_update,) * 6
+        return (dash.no_update,) * 7
     slowest = max(batches.slowest_ms.values, default=None)
     batch_summary = (f"{batches.batches:,} micro-batches in the range · slowest {slowest:,.0f} ms"
                      if batches.batches and slowest is not None else "no Spark progress in the range")
@@ -286,6 +313,38 @@ def refresh_spark_and_ingress(window, run, digests):
         "bad": chart(figures.bad_frames_figure, ingress, _BAD_TITLE),
         "muted": chart(figures.muted_figure, ingress, _MUTED_TITLE), "ingress_summary": c.as_is(ingress_summary)},
         digests, patch=("batches", "bad", "muted"), scope="job-spark", tick=bool(window.get("tick")))
+    # the ingress is Market Spread's: any other query's page shows it only if one wrote figures
+    no_ingress = window.get("generic") and not ingress.muted_share.values and not ingress.bad_by_reason
+    return (*changed, digests, {"display": "none"} if no_ingress else None)
+
+
+@callback(*(Output(section, "children") for section in (sc.QUERY_SOURCES, sc.QUERY_BATCHES, sc.QUERY_STATE,
+                                                       sc.QUERY_EXECUTORS)),
+          Output(JOB_QUERY_DIGESTS, "data"),
+          Input(JOB_WINDOW, "data"), State(JOB_RUN, "data"), State(JOB_QUERY_DIGESTS, "data"))
+def refresh_query(window, run, digests):
+    """Reload the query's sources, batches against its trigger, stateful operators and executors for the range.
+
+    One request per section; a section without data is left out (Market Spread) or says it
+    is not reported (any other query).
+    """
+    if not window or "empty" in window:
+        return None, None, None, None, {}
+    rng, interval, revision, markers = _unpack(window)
+    frame = sc.Frame(TimeRange(*window.get("shown", rng)), revision, markers)
+    generic, app = bool(window.get("generic")), window.get("app")
+    try:
+        store, status = c.store(), _status_read(window)
+        views = (store.source_view(run, status, interval), store.query_batch_view(run, status, interval),
+                 store.state_view(run, status, interval),
+                 store.executor_view(app, status, interval) if isinstance(app, str) and app else None)
+    except InfluxError:
+        return (dash.no_update,) * 5
+    builders = (sc.sources_section, sc.batches_section, sc.state_section, sc.executors_section)
+    changed, digests = c.only_changed({
+        name: ((view, frame.shown, revision, markers, generic), (lambda b=build, v=view: b(v, frame, generic)))
+        for name, build, view in zip(("sources", "batches", "state", "executors"), builders, views)},
+        digests, scope="job-query", tick=bool(window.get("tick")))
     return (*changed, digests)
 
 
@@ -309,6 +368,15 @@ def zoom_job(*relayouts):
 clientside_callback(c.URL_SYNC_JS, Output(JOB_URL, "data"), *c.url_sync_inputs(JOB_RANGE))
 
 
+def _no_steps(fig, info: RunInfo):
+    """Say on an empty latency chart of any query's run that it records no steps (not that data is missing)."""
+    if not fig.data and _generic(info) and info.last_step is None:
+        fig.update_layout(annotations=[dict(text="no latency steps recorded by this query (record_latency, "
+                                                 "timed_step)", showarrow=False, xref="paper", yref="paper",
+                                            x=0.5, y=0.5, font=dict(size=14, color="#666"))])
+    return fig
+
+
 def _url_banner(error) -> html.Div | None:
     """Return the banner saying what was wrong with the page's address (None if nothing was)."""
     return c.warning_banner(error) if isinstance(error, str) and error else None
@@ -327,19 +395,19 @@ def _status_range(rng: TimeRange, anchor: int, live: bool) -> TimeRange:
     return TimeRange(rng.start_ns, rng.end_ns + STATUS_GRACE_NS)
 
 
-def _backpressure_panel(bp: BackpressureView) -> tuple:
+def _backpressure_panel(bp: BackpressureView, order=MARKET_SPREAD_STEPS) -> tuple:
     """Return the backpressure table, the job graph and the two charts (the empty state when none was written)."""
     if not bp.latest and not bp.backlog:
-        return _backpressure_empty(c.BP_EMPTY)
-    busy = figures.busy_share_figure(bp.busy, bp.backpressured, _BUSY_TITLE)
-    backlog = figures.backlog_figure(bp.backlog, _BACKLOG_TITLE)
+        return _backpressure_empty(c.BP_EMPTY, order)
+    busy = figures.busy_share_figure(bp.busy, bp.backpressured, _BUSY_TITLE, order=order)
+    backlog = figures.backlog_figure(bp.backlog, _BACKLOG_TITLE, order=order)
     height = max(busy.layout.height, backlog.layout.height)     # side by side: equally tall
     return (c.table(c.BP_HEADER, c.backpressure_rows(bp.latest), JOB_BP + "-table", empty=c.BP_EMPTY),
-            c.job_graph(bp.latest, JOB_GRAPH + "-chain"),
+            c.job_graph(bp.latest, JOB_GRAPH + "-chain", order),
             busy.update_layout(height=height), backlog.update_layout(height=height))
 
 
-def _backpressure_empty(message: str) -> tuple:
+def _backpressure_empty(message: str, order=MARKET_SPREAD_STEPS) -> tuple:
     """Return the backpressure table, job graph and charts showing `message` instead of figures."""
-    return (c.table(c.BP_HEADER, [], JOB_BP + "-table", empty=message), c.job_graph([], JOB_GRAPH + "-chain"),
+    return (c.table(c.BP_HEADER, [], JOB_BP + "-table", empty=message), c.job_graph([], JOB_GRAPH + "-chain", order),
             figures.empty_figure(_BUSY_TITLE, message), figures.empty_figure(_BACKLOG_TITLE, message))

@@ -1,6 +1,10 @@
 """Runs page: every run, live or finished, with its status, timing, throughput, p99 and the
 alert rules firing on it (a rule without a job fires on every run).
 
+A run is Market Spread's (events/s and start-to-end p99 from its latency histograms) or any
+monitored streaming query's, listed by its name with its query id: its throughput is Spark's
+own inputRowsPerSecond of its newest batch (rows/s), its p99 that of its last declared step.
+
 Throughput and p99 cover a run's last minute, or, for a performance-test run, its measurement
 window (warm-up excluded), the same figures the compare page judges; performance-test runs
 can be picked here for the compare page."""
@@ -18,7 +22,7 @@ from collector.influx import InfluxError
 from metrics_ui import alerts_banner
 from metrics_ui import components as c
 from collector.query.bench_runs import BenchStore
-from collector.query.series import RunInfo
+from collector.query.series import START_TO_END, RunInfo
 
 dash.register_page(__name__, path="/", title="Runs · Market Spread metrics", name="Runs")
 
@@ -32,8 +36,10 @@ RUNS_PICK_BOX = "runs-pick-box"
 _HIDDEN = {"display": "none"}
 # "\n": where a long header breaks (th is white-space: pre-line), so the table fits a 1280-px window
 RUNS_HEADER = ("run", "status", "start (UTC)", "duration", "events",
-               "throughput (events/s)\nlast min or test window", "p99 start-to-end\nlast min or test window",
-               "backpressure", "alerts firing")
+               "throughput (events/s)\nlast min or test window", "p99 last step\nlast min or test window",
+               "backpressure", "query id", "alerts firing")
+#: Characters of a query id the table shows (a UUID's first group); the whole id is its tooltip.
+QUERY_ID_CHARS = 8
 
 
 def layout(**_query) -> html.Div:
@@ -66,9 +72,24 @@ def _row(r: RunInfo, firing: list[str]) -> list:
     return [dcc.Link(r.run, href=f"/run/{quote(r.run, safe='')}"),
             html.Span(r.status, className=f"status status-{r.status}"), start,
             html.Span(c.fmt_duration(r.duration_s), title=f"{r.duration_s:,.0f} s"),
-            f"{r.events:,}", c.fmt_rate(r.throughput_eps), c.fmt_latency(r.p99_ns),
+            f"{r.events:,}", _throughput(r), _p99(r),
             html.Span(r.backpressure or "—", className=f"bp bp-{(r.backpressure or 'none').lower()}"),
+            html.Span(r.query_id[:QUERY_ID_CHARS], title=r.query_id, className="query-id") if r.query_id else "—",
             dcc.Link(", ".join(firing), href="/alerts", className="alert-state alert-firing") if firing else "—"]
+
+
+def _throughput(r: RunInfo) -> str:
+    """Market Spread's events/s as the header says; any other query's rows/s (Spark's inputRowsPerSecond) named."""
+    rate = c.fmt_rate(r.throughput_eps)
+    return rate if r.throughput_unit == "events/s" or r.throughput_eps is None else f"{rate} {r.throughput_unit}"
+
+
+def _p99(r: RunInfo):
+    """Return the p99 of the run's last step, named when it is not start-to-end."""
+    if r.p99_ns is None or r.last_step in (None, START_TO_END):
+        return c.fmt_latency(r.p99_ns)
+    return html.Span([c.fmt_latency(r.p99_ns), html.Span(f" {r.last_step}", className="step-name")],
+                     title=f"p99 of step {r.last_step}")
 
 
 @callback(Output(RUNS_TABLE, "children"), Output(RUNS_BANNER, "children"), Input(RUNS_INTERVAL, "n_intervals"))

@@ -1,0 +1,92 @@
+"""Any monitored streaming query's runs and job pages in a real headless Chromium against a real InfluxDB."""
+from __future__ import annotations
+
+import time
+
+from collector.influx.lineproto import Point
+from collector.influx.server import free_port
+from collector.units import NS
+
+from ..collector.query.generic_run import APP, EXECUTORS, OPERATORS, SOURCES, STEPS, generic_run
+from .test_pages import TIMEOUT, _wait_traces
+
+HOSTILE = "<script>window.__pwned=1</script>\"'/../x"
+
+
+def _rows(dash_duo, table: str) -> list[list[str]]:
+    """Return a table's body cells as the browser shows them, read at once (a live refresh re-renders it)."""
+    return dash_duo.driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0] + ' tbody tr'),"
+        "  tr => Array.from(tr.querySelectorAll('td'), td => td.innerText.trim()));", table)
+
+
+def _row(dash_duo, table: str, first: str) -> list[str]:
+    dash_duo._wait_for(lambda _d: any(r and r[0] == first for r in _rows(dash_duo, table)), timeout=TIMEOUT,
+                       msg=f"no row {first!r} in {table}")
+    return next(r for r in _rows(dash_duo, table) if r and r[0] == first)
+
+
+def test_runs_and_job_pages_follow_any_query(dash_duo, ui_app, influx_client):
+    now = time.time_ns() // NS * NS
+    g = generic_run("orders", now - 29 * NS)
+    influx_client.write(g.points)
+    dash_duo.start_server(ui_app, port=free_port())
+
+    # runs page: listed by name with its query id; throughput is Spark's own inputRowsPerSecond (rows/s)
+    row = _row(dash_duo, "#runs-table", "orders")
+    assert row[1] == "live" and row[4] == f"{g.input_rows:,}", row
+    rate = float(row[5].removesuffix(" rows/s").replace(",", ""))
+    assert abs(rate - g.last_input_rate) <= 0.01 * g.last_input_rate and row[5].endswith("rows/s"), row
+    assert row[6].endswith("sink") and row[6][0].isdigit(), row                  # p99 of the last declared step
+    assert row[8] == g.query_id[:8], row
+
+    # job page: its steps in the declared order, sources, batches, state and executors drawn
+    dash_duo.find_element("#runs-table a[href='/run/orders']").click()
+    dash_duo.wait_for_contains_text("#job-summary", f"query {g.query_id}", timeout=TIMEOUT)
+    dash_duo._wait_for(lambda _d: [r[0] for r in _rows(dash_duo, "#job-steps-table")] == list(STEPS),
+                       timeout=TIMEOUT, msg="steps not in the declared order")
+    nodes = dash_duo.find_elements("#job-graph .graph-node")
+    assert [n.get_attribute("data-step") for n in nodes] == list(STEPS)
+    src = _row(dash_duo, "#job-sources-table", SOURCES[0])
+    assert src[4] == "129" and _row(dash_duo, "#job-sources-table", SOURCES[1])[5] == "3", src
+    dash_duo.wait_for_contains_text("#job-query-batches-summary", f"{g.overran:,} took longer than the 1,000 ms trigger",
+                                    timeout=TIMEOUT)
+    op = _row(dash_duo, "#job-state-table", OPERATORS[1])
+    assert op[1] == "2,029" and op[3] == f"{g.late_rows[OPERATORS[1]]:,}", op
+    dash_duo.wait_for_contains_text("#job-executors-summary", APP, timeout=TIMEOUT)
+    assert [r[0] for r in _rows(dash_duo, "#job-executors-table")] == list(EXECUTORS)
+    for graph in ("job-sources-rates", "job-sources-behind", "job-query-batches-duration", "job-query-batches-overrun",
+                  "job-state-rows", "job-state-memory", "job-state-watermark", "job-executors-heap", "job-executors-gc",
+                  "job-executors-cpu", "job-executors-tasks", "job-throughput", "job-percentiles"):
+        assert _wait_traces(dash_duo, graph), graph
+    assert not dash_duo.find_element("#job-ingress").is_displayed()            # Market Spread's ingress: none here
+    assert dash_duo.get_logs() == []
+
+
+def test_a_query_without_state_or_executors_says_so(dash_duo, ui_app, influx_client):
+    now = time.time_ns() // NS * NS
+    g = generic_run("plain", now - 9 * NS, seconds=10, steps=(), operators=(), app="local-none", latency=False)
+    influx_client.write([p for p in g.points if p.measurement != "spark_executor"])
+    dash_duo.start_server(ui_app, port=free_port())
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/plain")
+    dash_duo.wait_for_contains_text("#job-executors-summary", "not reported by this query", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#job-sources-table", SOURCES[1], timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#job-percentiles", "no latency steps recorded by this query", timeout=TIMEOUT)
+    assert dash_duo.get_logs() == []
+
+
+def test_hostile_run_and_source_names_render_as_text(dash_duo, ui_app, influx_client):
+    now = time.time_ns() // NS * NS
+    g = generic_run("safe", now - 9 * NS, seconds=10, sources=(f"0:{HOSTILE}",), operators=(f"0:{HOSTILE}",),
+                    latency=False)
+    bad = generic_run(HOSTILE, now - 9 * NS, seconds=10, latency=False)
+    influx_client.write(g.points + [p for p in bad.points if p.measurement in ("runs", "spark_progress")]
+                        + [Point("backpressure", {"run": HOSTILE, "step": "job"}, {"status": "OK"}, now)])
+    dash_duo.start_server(ui_app, port=free_port())
+    assert _row(dash_duo, "#runs-table", HOSTILE)[1] == "live"
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/safe")
+    assert _row(dash_duo, "#job-sources-table", f"0:{HOSTILE}")
+    assert _row(dash_duo, "#job-state-table", f"0:{HOSTILE}")
+    assert dash_duo.driver.execute_script("return window.__pwned === undefined")
+    assert not dash_duo.find_elements("#job-sources-table script") and not dash_duo.find_elements("#runs-table script")
+    assert dash_duo.get_logs() == []
