@@ -282,6 +282,8 @@ class SparkMetricsListener(JsonEventsListener):
                 "spark_run_id": rec.run_id, "end_ns": rec.end_ns, "batches": st.batches, "events": st.events}
             if st.start_ns is not None:
                 fields["start_ns"] = st.start_ns
+            if st.trigger_ms:
+                fields["trigger_ms"] = int(st.trigger_ms)
             if rec.error:
                 fields["error"] = rec.error[:MAX_ERROR_CHARS]
             return [Point(RUNS, tags, fields, st.start_ns if st.start_ns is not None else rec.end_ns)]
