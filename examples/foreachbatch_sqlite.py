@@ -1,13 +1,11 @@
 """Upsert each micro-batch of a `rate` stream into a SQLite file, exactly once per batch.
 
-`foreachBatch` hands every batch to plain Python: here per-key row counts and sums are
-added to `totals` with `INSERT ... ON CONFLICT DO UPDATE`, and the batch id is kept in
-`progress` in the same transaction. When Spark replays a batch after a crash (its
-checkpoint has the batch's offsets but not its commit), the database already has that
-batch id, so the replay is skipped and counted, never added twice.
+`foreachBatch` hands every batch to plain Python: per-key row counts and sums are added to
+`totals` (`INSERT ... ON CONFLICT DO UPDATE`) and the batch id to `progress`, in one
+transaction. A batch Spark replays after a crash (offsets checkpointed, commit not) is
+then already in the database: it is skipped and counted, never added twice.
 
-What it shows on the monitor: throughput, batch duration against the trigger (the
-`--slow-ms` sleep makes batches overrun it), the rate source's offsets.
+On the monitor: throughput, batch duration against the trigger (`--slow-ms` overruns it).
 
     python examples/foreachbatch_sqlite.py --duration 60
     marketspread watch -- examples/foreachbatch_sqlite.py --duration 60   # with the monitor
@@ -25,6 +23,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -61,13 +60,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def master_of(flag: str | None) -> str | None:
     """Return the master to set: the flag's, else local[2] unless a launcher already chose one."""
-    if flag:
-        return flag
     # spark-submit starts the JVM (with its --master or spark-defaults' spark.master) before
     # Python and passes its gateway port down: setting a master here would override the user's.
-    if "PYSPARK_GATEWAY_PORT" in os.environ or "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
-        return None
-    return "local[2]"
+    launched = "PYSPARK_GATEWAY_PORT" in os.environ or "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    return flag or (None if launched else "local[2]")
 
 
 def open_database(path: Path) -> sqlite3.Connection:
@@ -79,31 +75,24 @@ def open_database(path: Path) -> sqlite3.Connection:
 
 def apply_batch(path: Path, query: str, batch_id: int, totals: list[tuple[int, int, int, int]]) -> bool:
     """Add one batch's (key, rows, value_sum, max_value) to the totals unless it is already in; say if added."""
-    conn = open_database(path)
-    try:
-        conn.execute("BEGIN IMMEDIATE")      # the batch-id check and the upsert in one write transaction
+    # One write transaction for the batch-id check and the upsert: `with conn` commits it, or
+    # rolls it back if anything fails.
+    with closing(open_database(path)) as conn, conn:
+        conn.execute("BEGIN IMMEDIATE")
         last = conn.execute("SELECT batch_id FROM progress WHERE query = ?", (query,)).fetchone()
         if last is not None and batch_id <= last[0]:
             conn.execute("UPDATE progress SET replays_skipped = replays_skipped + 1 WHERE query = ?", (query,))
-            conn.execute("COMMIT")
             return False
         conn.executemany(UPSERT, totals)
         conn.execute("INSERT INTO progress (query, batch_id) VALUES (?, ?) "
                      "ON CONFLICT (query) DO UPDATE SET batch_id = excluded.batch_id", (query, batch_id))
-        conn.execute("COMMIT")
         return True
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    finally:
-        conn.close()
 
 
 def upsert_into(path: Path, query: str, slow_ms: int):
     """Return the foreachBatch function: per-key totals of the batch, applied once per batch id."""
     def upsert(batch, batch_id: int) -> None:
-        totals = (batch.groupBy("key").agg(F.count("*"), F.sum("value"), F.max("value")).collect())
+        totals = batch.groupBy("key").agg(F.count("*"), F.sum("value"), F.max("value")).collect()
         apply_batch(path, query, batch_id, [tuple(int(x) for x in row) for row in totals])
         # Sleeping after the write, before Spark commits the batch, widens the window in which
         # a crash makes Spark replay a batch the database already has: the case the guard is for.
@@ -142,6 +131,16 @@ def collect(query, batches: dict[int, dict]) -> None:
         batches[p["batchId"]] = json.loads(p.json)
 
 
+def stop_between_batches(query, wait_s: float = 10) -> None:
+    """Stop the query once its current batch is done (waiting up to `wait_s`), so Spark commits it."""
+    # stop() interrupts a running batch: its output may be written and its commit not, and
+    # the next start replays it. Between two batches nothing is in flight.
+    deadline = time.monotonic() + wait_s
+    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the query for --duration seconds, stop it cleanly and print one summary line."""
     args = parse_args(argv)
@@ -165,21 +164,20 @@ def main(argv: list[str] | None = None) -> int:
         query = start_query(spark, args)
         follow(query, args.duration, batches)
     except KeyboardInterrupt:
-        print(f"{NAME}: interrupted, stopping the query", file=sys.stderr)
+        print(f"{NAME}: interrupted, stopping the query after its current batch", file=sys.stderr)
     finally:
         signal.signal(signal.SIGTERM, previous)
-        failure = query.exception() if query is not None else None
         if query is not None:
-            query.stop()
+            stop_between_batches(query)
             collect(query, batches)
+        failure = query.exception() if query is not None else None
         spark.stop()
     if failure is not None:
         print(f"{NAME}: the query failed: {failure}", file=sys.stderr)
         return 1
-    conn = open_database(db)
-    stored, keys = conn.execute("SELECT coalesce(sum(rows), 0), count(*) FROM totals").fetchone()
-    skipped = conn.execute("SELECT coalesce(sum(replays_skipped), 0) FROM progress").fetchone()[0]
-    conn.close()
+    with closing(open_database(db)) as conn:
+        stored, keys, skipped = conn.execute("SELECT coalesce(sum(rows), 0), count(*), (SELECT coalesce("
+                                             "sum(replays_skipped), 0) FROM progress) FROM totals").fetchone()
     rows = sum(p["numInputRows"] for p in batches.values())
     print(f"{NAME}: {rows} rows in {len(batches)} batches this run; {db} holds {stored} rows "
           f"over {keys} keys ({skipped} replayed batches skipped)")

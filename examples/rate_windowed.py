@@ -52,13 +52,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def master_of(flag: str | None) -> str | None:
     """Return the master to set: the flag's, else local[2] unless a launcher already chose one."""
-    if flag:
-        return flag
     # spark-submit starts the JVM (with its --master or spark-defaults' spark.master) before
     # Python and passes its gateway port down: setting a master here would override the user's.
-    if "PYSPARK_GATEWAY_PORT" in os.environ or "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
-        return None
-    return "local[2]"
+    launched = "PYSPARK_GATEWAY_PORT" in os.environ or "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    return flag or (None if launched else "local[2]")
 
 
 def build_session(args: argparse.Namespace) -> SparkSession:
@@ -125,6 +122,16 @@ def collect(query, batches: dict[int, dict]) -> None:
         batches[p["batchId"]] = json.loads(p.json)
 
 
+def stop_between_batches(query, wait_s: float = 10) -> None:
+    """Stop the query once its current batch is done (waiting up to `wait_s`), so Spark commits it."""
+    # stop() interrupts a running batch: its output may be written and its commit not, and
+    # the next start replays it. Between two batches nothing is in flight.
+    deadline = time.monotonic() + wait_s
+    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the query for --duration seconds, stop it cleanly and print one summary line."""
     args = parse_args(argv)
@@ -138,13 +145,13 @@ def main(argv: list[str] | None = None) -> int:
         query = start_query(spark, args)
         follow(query, args.duration, batches)
     except KeyboardInterrupt:
-        print(f"{NAME}: interrupted, stopping the query", file=sys.stderr)
+        print(f"{NAME}: interrupted, stopping the query after its current batch", file=sys.stderr)
     finally:
         signal.signal(signal.SIGTERM, previous)
-        failure = query.exception() if query is not None else None
         if query is not None:
-            query.stop()
+            stop_between_batches(query)
             collect(query, batches)
+        failure = query.exception() if query is not None else None
     try:
         windows = spark.read.parquet(str(args.work_dir / "windows")).count() if batches else 0
     except Exception:          # no batch wrote a file yet: nothing to read

@@ -186,6 +186,7 @@ def test_foreachbatch_sqlite_skips_the_batch_spark_replays_after_a_crash(tmp_pat
     _assert_db_matches_source(tmp_path)
 
 
+@pytest.mark.slow                   # 10 s idle, up to 40 s on a busy machine
 def test_ctrl_c_stops_the_query_cleanly(tmp_path):
     job = subprocess.Popen(_command("foreachbatch_sqlite", tmp_path, duration=0), env=_env(),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -196,7 +197,7 @@ def test_ctrl_c_stops_the_query_cleanly(tmp_path):
     finally:
         job.kill()
     assert job.returncode == 0, err[-3000:]
-    assert "interrupted, stopping the query" in err
+    assert "interrupted, stopping the query after its current batch" in err
     assert out.strip().splitlines()[-1].startswith("foreachbatch_sqlite: ")
     _assert_db_matches_source(tmp_path)
 
