@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 
 from collector import task_spool
 from collector.names import InvalidName
-from spark_listener import declared_steps, record_latency, timed_group_step, timed_step
+from spark_listener.latency import declared_steps, record_latency, timed_group_step, timed_step
 
 SLEEP_S = 0.05
 
