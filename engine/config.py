@@ -41,6 +41,8 @@ class Config:
     # the smaller of the two (5 % of a 20 TB disk is too much, 1 GiB of a 10 GiB one too little)
     max_connections: int = 1024           # per port; beyond it new connections are refused (RST)
     idle_timeout: int = 300               # seconds a connection may send nothing (muted time not counted)
+    max_connections_per_client: int = 64  # per port and client address (IPv6: per /64); 0: no share
+    first_frame_timeout: int = 10         # seconds a connection may take to send its first whole frame
     min_free_bytes: int = 1 << 30         # ingress mutes below this much free space in the state folder ...
     min_free_percent: int = 5             # ... or below this share of it, whichever is smaller
     deadletter_max_bytes: int = 64 << 20  # dead-letter file and its one rotated copy together

@@ -16,9 +16,9 @@ write or fsync of the log fails (disk full, I/O error), the records of that comm
 truncated away, every connection that had bytes in them is reset (RST, never a clean
 close), and the loop mutes all sockets, logs "disk full: N bytes free in ...", and
 resumes by itself once space is back; a periodic `statvfs` mutes it before the disk is
-full. Each port takes at most `max_connections` (more are reset at once), a connection
-silent for `idle_timeout` while not muted is dropped, and no error of the loop's own
-housekeeping (a full disk, no file descriptors) ends it.
+full; while muted for the disk, connections are reset and new ones refused. Connection
+limits (per port, per client, first frame, idle) are admission.py's, and no error of the
+loop's own housekeeping (a full disk, no file descriptors) ends it.
 
 Example::
 
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import resource
 import selectors
 import socket
 import struct
@@ -43,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from engine.config import Config
+from engine.ingress.admission import Admission, connection_cap
 from engine.ingress.deadletter import DeadLetter, DeadLetterFile
 from engine.storage.diskspace import SpaceMark, describe_free, disk_space
 from engine.wire.fixish import STREAM_NBBO, STREAM_ORDERS, BadFrame, FrameScanner, ScanResult
@@ -61,7 +61,6 @@ STATS_INTERVAL = 0.100           # least time between two writes of stats.json
 DISK_CHECK_INTERVAL = 0.250      # how often free space is read (one statvfs)
 IDLE_CHECK_INTERVAL = 1.0        # how often silent connections are looked for
 ACCEPT_PAUSE = 0.100             # accepting rests this long when the process is out of descriptors
-FD_RESERVE = 64                  # descriptors kept for the log, files and listeners
 LOG_EVERY = 5.0                  # least seconds between two lines of one repeated warning
 _RST = struct.pack("ii", 1, 0)   # SO_LINGER on, 0 s: close() resets the connection
 
@@ -81,6 +80,8 @@ class _Conn:
     bytes_in: int = 0
     bad: int = 0
     last_active: float = 0.0         # monotonic time it last sent bytes or was unmuted
+    opened: float = 0.0              # ... it was accepted or unmuted (the first-frame deadline)
+    client: str = ""                 # its address, or IPv6 /64 (admission.client_key)
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,8 @@ class IngressServer:
         self._disk_failed = False                # a write failed: resume needs more room
         self._space = SpaceMark(cfg.min_free_bytes, cfg.min_free_percent)
         self._max_conns = cfg.max_connections
+        self._admit = Admission(cfg.max_connections, cfg.max_connections_per_client, cfg.first_frame_timeout,
+                                cfg.idle_timeout)
         self._paused: list[tuple[socket.socket, str]] = []
         self._accept_resume = 0.0
         self._last_log: dict[str, float] = {}
@@ -168,7 +171,7 @@ class IngressServer:
             self._consumed = read_consumed(cfg.log_dir)
             self._shard_files = ShardFileWriter.open(self._writer, cfg.shards, self._consumed)
             self._dead = DeadLetterFile(cfg.deadletter_path, cfg.deadletter_max_bytes)
-            self._max_conns = _connection_cap(cfg.max_connections)
+            self._admit.max_connections = self._max_conns = connection_cap(cfg.max_connections)
         except BaseException:       # e.g. a port in use: release what was opened
             for ls in self._listeners:
                 ls.close()
@@ -330,13 +333,19 @@ class IngressServer:
                 self._warn("accept", "accept on %s port failed (pausing %.1f s): %s", stream, ACCEPT_PAUSE, e)
                 self._pause_accepting()
                 return
-            if self._c.connections_open[stream] >= self._max_conns:
+            # muted for disk space: refused, so a sender never waits for a "stored later"
+            client, evict = (None, None) if "disk" in self._why_muted else self._admit.admit(stream, addr[0])
+            if evict is not None:            # the port is full: the oldest frameless connection makes room
+                self._close(evict, reset=True, refused=True)
+            if client is None:
                 self._refuse(sock, stream, addr)
                 continue
             sock.setblocking(False)
-            conn = _Conn(sock, stream, f"{addr[0]}:{addr[1]}", FrameScanner(stream),
-                         last_active=time.monotonic())
+            now = time.monotonic()
+            conn = _Conn(sock, stream, f"{addr[0]}:{addr[1]}", FrameScanner(stream), last_active=now,
+                         opened=now, client=client)
             self._conns.add(conn)
+            self._admit.track(conn)
             if not self._muted:
                 self._register(conn)
             with self._lock:
@@ -352,9 +361,9 @@ class IngressServer:
         sock.close()
         with self._lock:
             self._c.connections_refused[stream] += 1
-        self._warn("refuse-" + stream, "%s port has %d connections (--max-connections): refused %s:%s "
-                   "(%d refused so far)", stream, self._max_conns, addr[0], addr[1],
-                   self._c.connections_refused[stream])
+        self._warn("refuse-" + stream, "%s port refused %s:%s (%d refused so far): %s", stream, addr[0], addr[1],
+                   self._c.connections_refused[stream], "disk space low" if "disk" in self._why_muted else
+                   "full (--max-connections) or its client's share taken (MS_MAX_CONNECTIONS_PER_CLIENT)")
 
     def _pause_accepting(self) -> None:
         for key in list(self._sel.get_map().values()):
@@ -369,11 +378,10 @@ class IngressServer:
         self._paused.clear()
 
     def _drop_idle(self, now: float) -> None:
-        """Close connections silent for `idle_timeout` (muted time is never held against them)."""
-        if self._muted or self.cfg.idle_timeout <= 0:
+        """Close connections silent too long or without a frame in time (muted time never counts)."""
+        if self._muted:
             return
-        limit = now - self.cfg.idle_timeout
-        for conn in [c for c in self._conns if c.last_active < limit]:
+        for conn, why in self._admit.expired(list(self._conns), now):
             pending = bool(conn.pending)
             if pending:              # a frame it began and never finished: set it aside
                 res = conn.scanner.scan(conn.pending, final=True)
@@ -381,8 +389,7 @@ class IngressServer:
                 conn.pending = b""
             with self._lock:
                 self._c.connections_idle[conn.stream] += 1
-            log.info("%s connection from %s idle for %d s: dropped", conn.stream, conn.peer,
-                     self.cfg.idle_timeout)
+            log.info("%s connection from %s %s: dropped", conn.stream, conn.peer, why)
             self._close(conn, reset=pending)
 
     def _warn(self, key: str, msg: str, *args) -> None:
@@ -468,8 +475,9 @@ class IngressServer:
                 cat = reason_category(b.reason)
                 self._c.bad_reasons[cat] = self._c.bad_reasons.get(cat, 0) + 1
 
-    def _close(self, conn: _Conn, reset: bool = False) -> None:
+    def _close(self, conn: _Conn, reset: bool = False, refused: bool = False) -> None:
         """Close a connection: cleanly (all it sent that was read is durable) or with a reset."""
+        self._admit.release(conn)
         if conn.registered:
             self._sel.unregister(conn.sock)
             conn.registered = False
@@ -477,8 +485,7 @@ class IngressServer:
         self._conns.discard(conn)
         with self._lock:             # before the close, so a sender seeing it sees the count
             self._c.connections_open[conn.stream] -= 1
-            if reset:
-                self._c.connections_reset[conn.stream] += 1
+            (self._c.connections_refused if refused else self._c.connections_reset)[conn.stream] += reset
         if reset:
             try:
                 conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RST)
@@ -501,6 +508,9 @@ class IngressServer:
         """Stop reading every connection for `why` ("backlog", "disk"); TCP pushes back on senders."""
         first = not self._why_muted
         self._why_muted.add(why)
+        if why == "disk":                # a sender would wait out the disk, give up, and send again
+            for conn in list(self._conns):
+                self._close(conn, reset=True)
         if not first:
             return
         for conn in self._conns:
@@ -519,8 +529,8 @@ class IngressServer:
         if self._why_muted or not self._muted:
             return
         now = time.monotonic()
+        Admission.unmuted(self._conns, now)    # muted time is ours, not the sender's idling
         for conn in self._conns:
-            conn.last_active = now   # muted time is ours, not the sender's idling
             if not conn.registered:
                 self._register(conn)
         seconds = now - self._muted_since
@@ -628,20 +638,3 @@ class IngressServer:
         write_stats(self.cfg.log_dir, data)
         self._last_stats = data
 
-
-def _connection_cap(per_port: int) -> int:
-    """Return the per-port connection cap the process's descriptor limit allows (raising it if it may)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = 2 * per_port + FD_RESERVE
-    if soft != resource.RLIM_INFINITY and soft < want:
-        try:
-            new = want if hard == resource.RLIM_INFINITY else min(want, hard)
-            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
-            soft = new
-        except (ValueError, OSError):
-            pass
-    cap = per_port if soft == resource.RLIM_INFINITY else max(1, min(per_port, (soft - FD_RESERVE) // 2))
-    if cap < per_port:
-        log.warning("ingress: %d connections per port asked, the descriptor limit (%d) allows %d",
-                    per_port, soft, cap)
-    return cap

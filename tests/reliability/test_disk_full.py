@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from engine.wire.fixish import TYPE_LEN, frame, iter_frames
+from engine.wire.fixish import NBBO_STRUCT, ORDER_STRUCT, TYPE_LEN, frame, iter_frames
 from engine.ingress.stats import read_stats
 from engine.ingress.log import PAYLOAD_OFFSET, LogReader, read_head
 from engine.tools.generate import generate
@@ -48,7 +48,11 @@ class _AckClient(threading.Thread):
         k, n = 0, len(self.payloads)
         try:
             while not self.stop.is_set():
-                msgs = [self.payloads[(k * PER_CONNECTION + i) % n] for i in range(PER_CONNECTION)]
+                # each connection's messages unique (its number in the time field): thousands of
+                # connections refused while muted must not look like a later connection's
+                at = 5 if len(self.payloads[0]) == NBBO_STRUCT.size else ORDER_STRUCT.size - 21
+                msgs = [p[:at] + b"%010d%011d" % (k, i) + p[at + 21:] for i, p in
+                        enumerate(self.payloads[(k * PER_CONNECTION + i) % n] for i in range(PER_CONNECTION))]
                 self.conns.append((msgs, send_outcome(self.port, b"".join(map(frame, msgs)), timeout=300)))
                 k += 1
         except BaseException as e:          # anything but a clean close or a reset

@@ -368,15 +368,12 @@ def test_low_space_mark_mutes_before_the_disk_is_full_and_resumes(tmp_path, capl
             with open(disk / "ballast", "wb") as f:                        # leave 1 MiB free
                 f.write(bytes(disk_space(disk).free - (1 << 20)))
             assert wait_for(lambda: srv.stats().disk_full, 5)
-            s = socket.create_connection(("127.0.0.1", srv.ports["nbbo"]))
-            s.sendall(_tagged_nbbo(0, 0))
-            time.sleep(0.5)
-            assert srv.stats().head == 0 and srv.stats().write_failures == 0      # held, not read
+            # refused while muted (a reset, never a wait that ends in "stored later")
+            assert send_outcome(srv.ports["nbbo"], _tagged_nbbo(0, 0)) == "reset"
+            assert srv.stats().head == 0 and srv.stats().write_failures == 0
             (disk / "ballast").unlink()
-            s.shutdown(socket.SHUT_WR)
-            s.settimeout(10)
-            assert s.recv(1) == b"" and srv.stats().head == 1 and not srv.stats().muted
-            s.close()
+            assert wait_for(lambda: not srv.stats().muted, 5)
+            assert send_outcome(srv.ports["nbbo"], _tagged_nbbo(0, 1)) == "acked" and srv.stats().head == 1
         finally:
             srv.stop()
     assert any("disk full: " in r.getMessage() and "below the low-space mark" in r.getMessage()
@@ -391,6 +388,9 @@ def test_connections_over_the_cap_are_refused_and_the_others_keep_flowing(tmp_pa
     held = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
     try:
         assert wait_for(lambda: srv.stats().connections_open["orders"] == 3, 5)
+        for k, s in enumerate(held):         # senders with a frame keep their place (admission.py)
+            s.sendall(_tagged_order(k, 0))
+        assert wait_for(lambda: srv.stats().accepted_total == 3, 5)
         extra = socket.create_connection(("127.0.0.1", port))
         extra.settimeout(5)
         with pytest.raises(ConnectionResetError):
@@ -398,7 +398,7 @@ def test_connections_over_the_cap_are_refused_and_the_others_keep_flowing(tmp_pa
             extra.recv(1)
         extra.close()
         for k, s in enumerate(held):         # the held ones still deliver and are acknowledged
-            s.sendall(b"".join(_tagged_order(k, i) for i in range(50)))
+            s.sendall(b"".join(_tagged_order(k, i) for i in range(1, 50)))
             s.shutdown(socket.SHUT_WR)
             s.settimeout(5)
             assert s.recv(1) == b""
