@@ -18,7 +18,7 @@ from engine.output.metrics_shipper import MetricsShipper, run_id_for
 from engine.spark.batch_output import BATCHES
 from engine.spark.job import start_query, stop_query
 from engine.spark.session import build_session
-from engine.storage.diskspace import describe_free, is_disk_full
+from engine.storage.diskspace import describe_free, full_path, is_disk_full
 from engine.storage.retention import RetentionPolicy
 from engine.storage.retention_worker import RetentionWorker
 from engine.storage.safe_delete import refuse_linked_folders
@@ -32,8 +32,9 @@ class DiskFull(RuntimeError):
     """The job's results or checkpoint could not be written: it stopped, having lost nothing."""
 
 
-def _disk_full(cfg: Config) -> DiskFull:
-    return DiskFull(f"disk full: {describe_free(cfg.state_dir)}; the job stopped without committing "
+def _disk_full(cfg: Config, exc: BaseException | None = None) -> DiskFull:
+    where = full_path(exc, [cfg.out_dir, cfg.checkpoint_dir, cfg.log_dir, cfg.state_dir])
+    return DiskFull(f"disk full: {describe_free(where)}; the job stopped without committing "
                     "the batch it was writing (nothing is lost: free space and start it again, it "
                     "resumes from its checkpoint)")
 
@@ -73,7 +74,7 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
         raise
     except Exception as e:
         if is_disk_full(e):
-            raise _disk_full(cfg) from None
+            raise _disk_full(cfg, e) from None
         raise
 
 
@@ -114,7 +115,7 @@ def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
         while not stop.wait(0.5):
             if query.exception() is not None:
                 if is_disk_full(query.exception()):
-                    failure = _disk_full(cfg)
+                    failure = _disk_full(cfg, query.exception())
                     break
                 log.error("query failed: %s", query.exception())
                 return 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 RESUME_FLOOR_BYTES = 64 << 20        # after a failed write: at most this much room before resuming ...
 RESUME_FLOOR_SHARE = 0.10            # ... or this share of a small disk
@@ -67,6 +68,32 @@ def is_disk_full(exc: BaseException) -> bool:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def full_path(exc: BaseException | None, candidates: list[Path]) -> Path:
+    """Return where a failed write went: the folder among `candidates` its error names, else the fullest.
+
+    A mount under the state folder (results/, checkpoint/) can be full while the state
+    folder's own file system has room, so the one-line error must `statvfs` that mount.
+    """
+    named: list[Path] = []
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        texts = [str(exc)] + ([str(exc.filename)] if isinstance(exc, OSError) and exc.filename else [])
+        named += [c for c in candidates for t in texts if str(c) in t or str(c.resolve()) in t]
+        exc = exc.__cause__ or exc.__context__
+    if named:
+        return max(named, key=lambda c: len(str(c)))          # the deepest folder named
+    fullest, least = candidates[-1], None
+    for c in candidates:
+        try:
+            free = disk_space(c).free
+        except OSError:
+            continue
+        if least is None or free < least:
+            fullest, least = c, free
+    return fullest
 
 
 def describe_free(path: str | os.PathLike) -> str:
