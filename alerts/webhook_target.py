@@ -32,7 +32,9 @@ from collector.settings import environment
 
 ENV_ALLOW = "MS_WEBHOOK_ALLOW"
 MAX_ADDRESSES = 8                      # connect attempts per send (each bounded by the timeout)
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# IPv6 prefixes whose last 32 bits are an IPv4 address: NAT64 (well-known, local-use /48 as a
+# /96 gateway writes it) and SIIT's IPv4-translated addresses
+_CARRY_V4 = tuple(ipaddress.ip_network(n) for n in ("64:ff9b::/96", "64:ff9b:1::/48", "::ffff:0:0:0/96"))
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -50,14 +52,19 @@ def system_resolve(host: str, port: int) -> list[str]:
 
 
 def _embedded_v4(ip: Address) -> Address:
-    """Return the IPv4 address an IPv6 one carries (mapped, 6to4, NAT64), else `ip`."""
+    """Return the IPv4 address an IPv6 one carries (mapped, translated, compatible, 6to4, NAT64), else `ip`.
+
+    A stack or a gateway may deliver any of these forms to the IPv4 address inside, so
+    `[::127.0.0.1]` must be judged as 127.0.0.1.
+    """
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.ipv4_mapped is not None:
             return ip.ipv4_mapped
         if ip.sixtofour is not None:
             return ip.sixtofour
-        if ip in _NAT64:
-            return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        low = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if any(ip in n for n in _CARRY_V4) or (int(ip) >> 32 == 0 and int(ip) > 1):    # not :: or ::1
+            return low
     return ip
 
 
