@@ -14,7 +14,8 @@
 - Secrets are never logged or shown: the config's repr redacts them and the request log
   has `token=` values masked. `MS_UI_SECRET_KEY` signs the session cookie (default: random
   per process, so sessions end with it).
-- Failed logins are limited per client (`throttle.LoginThrottle`: 10 a minute, then 429),
+- Failed logins are limited per client and in all (`throttle.LoginThrottle`: 10 a minute per
+  client, 100 a minute in all, then 429),
   and the redirect that drops `?token=` only ever leads to a path of this dashboard.
 - Behind a TLS proxy: `MS_UI_SECURE_COOKIE=1` marks the cookie Secure;
   `MS_UI_PROXY_HOPS=N` trusts `X-Forwarded-For` / `X-Forwarded-Proto` from N proxies
@@ -231,7 +232,7 @@ def install(server: Flask, auth: AuthConfig) -> None:
         client = request.remote_addr or "?"
         wait = throttle.retry_after(client)
         if wait > 0:
-            return Response(f"too many failed logins from {client}; try again in {wait:.0f} s\n", status=429,
+            return Response(f"too many failed logins (from {client} or in all); try again in {wait:.0f} s\n", status=429,
                             mimetype="text/plain", headers={"Retry-After": str(int(wait) + 1)})
         if _bearer_ok(auth) or _basic_ok(auth):
             return None

@@ -12,7 +12,7 @@ import pytest
 
 from collector.influx.server import free_port
 from perf.fleet import wait_until
-from tests.metrics_ui.test_security import UNSET, Ui
+from tests.metrics_ui.test_security import UNSET, Ui, proxied_ui  # noqa: F401  (a fixture)
 from tests.reliability.harness import fleet_for
 
 WRONG = (None, 5, -1.5, True, "a", "x" * 100_000, [[1, [2, None]]], {"a": {"b": []}}, [])
@@ -119,3 +119,18 @@ def test_the_running_job_page_takes_a_zoom_with_one_aware_and_one_naive_end(live
         got = json.loads(r.body)["response"]
         assert got["job-range"]["value"] == "custom"
         assert (got["job-from-time"]["value"], got["job-to-time"]["value"]) == ("07:03:03", "07:03:59")
+
+
+def test_login_guessing_spread_over_many_addresses_meets_a_global_budget(proxied_ui):
+    """Thirty addresses below the per-client limit, and one IPv6 /64 rotating its addresses."""
+    from metrics_ui.throttle import GLOBAL_FAILURES, MAX_FAILURES
+    from tests.metrics_ui.test_security import TOKEN
+
+    def get(client: str, auth: str) -> int:
+        return proxied_ui.request("GET", "/_dash-layout", {"Authorization": auth, "X-Forwarded-For": client}).status
+    v6 = [get(f"2001:db8:1:2::{i:x}", f"Bearer guess-{i}") for i in range(1, 3 * MAX_FAILURES)]
+    assert v6[:MAX_FAILURES] == [401] * MAX_FAILURES and set(v6[MAX_FAILURES:]) == {429}   # one /64, one client
+    assert get("2001:db8:1:3::1", f"Bearer {TOKEN}") == 200                          # another /64 is not
+    statuses = [get(f"10.0.{i}.{j}", f"Bearer guess-{i}-{j}") for j in range(MAX_FAILURES - 1) for i in range(30)]
+    assert 429 in statuses and statuses.count(401) <= GLOBAL_FAILURES
+    assert get("10.9.9.9", f"Bearer {TOKEN}") == 429             # logging in waits for everyone meanwhile
