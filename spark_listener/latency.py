@@ -43,14 +43,18 @@ def declared_steps() -> list[str]:
         return list(_declared)
 
 
-def _declare(step: object) -> str:
-    """Validate a step name on the driver (ValueError saying why) and remember its order."""
+def _check_step(step: object) -> str:
+    """Return a valid step name, else raise ValueError (`InvalidName`) saying why."""
     check_tag_value(step, "step")
-    check_name(step, "step")
+    return check_name(step, "step")
+
+
+def _declare(step: str) -> str:
+    """Remember a checked step's place: the order the job declared its steps in."""
     with _declared_lock:
         if step not in _declared:
             _declared.append(step)
-    return step                     # type: ignore[return-value]
+    return step
 
 
 def _spool(spool_dir: str | Path | None) -> str:
@@ -164,11 +168,12 @@ def record_latency(df: Any, ts_col: str, step: str, *, spool_dir: str | Path | N
     column with `unit=` "s", "ms", "us" or "ns". Nulls are skipped and counted; timestamps
     in the future (clock skew) are counted apart and not recorded.
     """
-    step = _declare(step)
+    step = _check_step(step)
     if ts_col not in df.schema.fieldNames():
         raise ValueError(f"record_latency: no column {ts_col!r} in {df.schema.fieldNames()}")
     per_unit = _epoch_ns_of(df.schema[ts_col].dataType, unit)
     spool = _spool(spool_dir)
+    _declare(step)
 
     def record(batches: Iterator[Any]) -> Iterator[Any]:
         rec = _StepRecorder(step, spool)
@@ -230,7 +235,7 @@ def timed_step(step: str, fn: Callable[[Iterator[Any]], Iterable[Any]], *,
     The time is `fn`'s own: from asking it for a batch to getting it, less the time spent
     waiting for its input batches.
     """
-    step = _declare(step)
+    step = _declare(_check_step(step))
     spool = _spool(spool_dir)
 
     def timed(batches: Iterator[Any]) -> Iterator[Any]:
@@ -245,7 +250,7 @@ def timed_group_step(step: str, fn: Callable[[Any, Iterator[Any], Any], Iterable
 
     Written once per call (a group), as Spark gives no end-of-partition hook there.
     """
-    step = _declare(step)
+    step = _declare(_check_step(step))
     spool = _spool(spool_dir)
 
     def timed(key: Any, pdfs: Iterator[Any], state: Any) -> Iterator[Any]:

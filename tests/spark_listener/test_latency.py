@@ -43,7 +43,8 @@ def test_each_committed_batch_counts_its_rows_once_per_step(spark, tmp_path):
         query.stop()
     progress = query.recentProgress
     assert sum(p["numInputRows"] > 0 for p in progress) >= 3
-    assert declared_steps()[:2] == ["arrival", "enrich"] or {"arrival", "enrich"} <= set(declared_steps())
+    steps = declared_steps()
+    assert steps.index("arrival") < steps.index("enrich")
     enrich_samples = []
     for p in progress:
         samples = task_spool.collect_batch(spool, query.id, p["batchId"])
@@ -69,6 +70,17 @@ def test_a_string_or_missing_column_or_bad_step_is_refused_on_the_driver(spark, 
         with pytest.raises(InvalidName):
             timed_step(bad, _slow_enrich)
     assert not any(s in declared_steps() for s in ("has space", "a/b"))
+
+
+def test_steps_are_declared_in_call_order_first_declaration_wins(spark, tmp_path):
+    df = spark.range(3).withColumn("ts", F.current_timestamp())
+    timed_step("order_b", _slow_enrich, spool_dir=tmp_path)
+    record_latency(df, "ts", "order_a", spool_dir=tmp_path)
+    timed_step("order_b", _slow_enrich, spool_dir=tmp_path)       # declared again: keeps its place
+    with pytest.raises(TypeError):
+        record_latency(df, "id", "order_refused", spool_dir=tmp_path)
+    steps = declared_steps()
+    assert [s for s in steps if s.startswith("order_")] == ["order_b", "order_a"]
 
 
 def test_an_all_null_column_records_nothing_and_the_job_goes_on(spark, tmp_path):
