@@ -125,7 +125,8 @@ _TOOLS = (("influxdb", "run the project's own InfluxDB server (start|stop|status
           ("alerts", "SLA alert rules: list|add|rm|load|mute|unmute|serve"),
           ("generate", "generate synthetic NBBO and order files"),
           ("send", "send fixish files to an ingress port at a rate"),
-          ("receive", "receive result frames on a port"))
+          ("receive", "receive result frames on a port"),
+          ("watch", "run your own PySpark script with the monitor attached: watch -- job.py [args]"))
 
 
 def _tool_module(name: str):
@@ -139,6 +140,9 @@ def _tool_module(name: str):
     if name == "alerts":
         from alerts import cli  # lazy: a command's own package
         return cli
+    if name == "watch":
+        from marketspread import watch  # lazy: a command's own module
+        return watch
     from engine.tools import generate, receiver, sender  # lazy: a command's own package
     return {"generate": generate, "send": sender, "receive": receiver}[name]
 

@@ -24,6 +24,7 @@ WRITES_ALLOWED = {
     # interpreter only from PYSPARK_PYTHON (spark.pyspark.python is read by spark-submit alone).
     ("engine/spark/session.py", "PYSPARK_PYTHON"),
     ("engine/spark/session.py", "PYSPARK_DRIVER_PYTHON"),
+    ("marketspread/watch.py", "PYSPARK_PYTHON"),          # the same contract, for a user's script
 }
 
 

@@ -1,0 +1,248 @@
+"""Attach the product to any PySpark session in two lines: every streaming query gets its figures.
+
+>>> from spark_listener import monitor
+>>> with monitor(spark, run="orders-enrichment"):
+...     query = df.writeStream.queryName("orders").start()
+...     query.awaitTermination()
+
+`monitor()` registers one `SparkMetricsListener` for every streaming query of the session
+(`spark_progress`, `spark_source`, `spark_state`, `runs`, `backpressure` points), ships
+the latency samples the query's tasks recorded (`record_latency`, `timed_step`) once
+Spark reports their batch done, and, when the session was built with
+`executor_metrics_conf()`, relays Spark's own metrics system (executors' JVM heap, GC,
+CPU, tasks, shuffle) into the `spark_executor` measurement. Everything goes through one
+never-blocking writer to `MS_INFLUX_URL` (the settings layer, docs/METRICS.md); nothing
+the monitor does can fail the user's job: a failure is counted and logged once.
+`marketspread watch -- job.py` does the same for a script that never imports this.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+from collector.aggregate import IntervalAggregator
+from collector.graphite import spark_metrics_conf
+from collector.graphite_relay import GraphiteRelay
+from collector.influx import InfluxClient, InfluxConfig, InfluxWriter, Point
+from collector.names import to_name
+from collector.points import latency_point
+from collector.settings import default_state_dir
+from collector.task_spool import collect_batch, default_spool_dir, sweep
+
+from spark_listener.latency import declared_steps
+from spark_listener.listener import SparkMetricsListener
+from spark_listener.records import BatchProgress
+
+log = logging.getLogger(__name__)
+
+GRAPHITE_PORT_KEY = "spark.metrics.conf.*.sink.graphite.port"
+GRAPHITE_HOST_KEY = "spark.metrics.conf.*.sink.graphite.host"
+#: Batch folders of task samples older than this, never reported done (a failed query), are removed.
+SPOOL_SWEEP_S = 3600.0
+
+
+#: Relays started before their session (executor_metrics_conf), by port: the monitor adopts its own.
+_early_relays: dict[int, tuple[GraphiteRelay, object]] = {}
+_early_lock = threading.Lock()
+
+
+def _open_writer(state_dir: Path, name: str, influx: InfluxConfig | None) -> InfluxWriter:
+    """Start a never-blocking writer to the configured InfluxDB, spooling under the state folder."""
+    cfg = influx or InfluxConfig.from_env()
+    spool = state_dir / "metrics-spool" / f"monitor-{to_name(name, 'app')}"
+    writer = InfluxWriter(InfluxClient(cfg), spool, background=True, interval=cfg.flush_s).start()
+    log.info("monitor: %s -> %s database %s", name, cfg.url, cfg.db)
+    return writer
+
+
+def executor_metrics_conf(host: str = "127.0.0.1", period_s: int = 2, *, writer=None,
+                          state_dir: Path | None = None, influx: InfluxConfig | None = None) -> dict[str, str]:
+    """Start a relay for Spark's metrics system now; return the Spark properties that send to it.
+
+    Spark starts its metrics sinks with the SparkContext, so the properties go into the
+    builder (`SparkSession.builder.config(map=executor_metrics_conf())`) and the relay
+    listens before the session exists (no report is refused). `monitor()` adopts it. On
+    a cluster, `host` is the driver's address the executors reach.
+    """
+    own = writer is None
+    if own:
+        writer = _open_writer(Path(state_dir) if state_dir else default_state_dir(), f"relay-{os.getpid()}", influx)
+    relay = GraphiteRelay(writer, host=host, port=0).start()
+    with _early_lock:
+        _early_relays[relay.port] = (relay, writer if own else None)
+    return spark_metrics_conf(host, relay.port, period_s)
+
+
+class SparkMonitor:
+    """The monitor of one Spark session: its listener, task-sample shipping, executor relay and writer.
+
+    `run`: the run tag of queries without a name (default: the application's name).
+    `writer`: any object with `add(points)` (default: an `InfluxWriter` to the
+    configured InfluxDB, spooling under the state folder, closed by `stop()`).
+    """
+
+    def __init__(self, spark, run: str | None = None, *, writer=None, influx: InfluxConfig | None = None,
+                 state_dir: Path | None = None, spool_dir: Path | None = None, interval_s: float = 1.0):
+        self.spark = spark
+        sc = spark.sparkContext
+        self.app_id, self.app_name = str(sc.applicationId), str(sc.appName)
+        self.run = to_name(run or self.app_name, "spark-app")
+        self.state_dir = Path(state_dir) if state_dir else default_state_dir()
+        self.spool_dir = Path(spool_dir) if spool_dir else default_spool_dir()
+        self.interval_s = interval_s
+        self._influx = influx
+        self._writer = writer
+        self._own_writer = writer is None
+        self._listener: SparkMetricsListener | None = None
+        self._relay: GraphiteRelay | None = None
+        self._relay_writer = None                      # an adopted relay's own writer, closed with it
+        self._aggregators: dict[tuple[str, str], IntervalAggregator] = {}   # (run, query) -> intervals
+        self._lock = threading.Lock()
+        self.failures = 0
+
+    # -- lifecycle
+
+    def start(self) -> "SparkMonitor":
+        """Register the listener (every query started from now on, and those running) and start shipping.
+
+        A monitor that cannot start (a bad setting, an unwritable state folder) says why in
+        one line and stays off: the user's job runs on unmonitored, never fails for it.
+        """
+        if self._listener is not None:
+            return self
+        try:
+            return self._start()
+        except Exception as e:
+            log.error("monitor: not attached to %s: %s", self.app_id, e)
+            self.stop()
+            return self
+
+    def _start(self) -> "SparkMonitor":
+        if self._writer is None:
+            self._writer = _open_writer(self.state_dir, self.app_id, self._influx)
+        self._start_relay()
+        try:
+            removed = sweep(self.spool_dir, SPOOL_SWEEP_S)
+            if removed:
+                log.info("monitor: removed %d batch folders of task samples never reported done", removed)
+        except OSError as e:
+            log.warning("monitor: could not sweep %s: %s", self.spool_dir, e)
+        self._listener = SparkMetricsListener(self._run_tag, self._writer, query_info_fn=self._query_info,
+                                              batch_hook=self._batch_points, query_status=True).start()
+        self.spark.streams.addListener(self._listener)
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Convert what is queued, write the last intervals, stop the relay and close the writer."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.flush(timeout)
+            try:
+                self.spark.streams.removeListener(listener)
+            except Exception:               # the session was stopped first: its listeners went with it
+                pass
+            listener.stop(timeout)
+        with self._lock:
+            points = [latency_point(ih) for agg in self._aggregators.values() for ih in agg.drain(time.time_ns(), True)]
+        if points and self._writer is not None:
+            self._writer.add(points)
+        if self._relay is not None:
+            self._relay.stop()
+            self._relay = None
+        if self._relay_writer is not None:
+            self._relay_writer.close(timeout)
+            self._relay_writer = None
+        if self._own_writer and self._writer is not None:
+            self._writer.close(timeout)
+            self._writer = None
+
+    def __enter__(self) -> "SparkMonitor":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def listener(self) -> SparkMetricsListener | None:
+        """The session's listener (its `dropped` and `failures` counters), while started."""
+        return self._listener
+
+    # -- what the listener asks, from its consumer thread
+
+    def _run_tag(self, name: str | None, query_id: str) -> str:
+        return to_name(name, self.run) if name else self.run
+
+    def _query_info(self, query_id: str) -> tuple[int | None, dict]:
+        """Return the query's processing-time trigger (ms) and the `runs` fields of this session."""
+        fields: dict[str, str] = {"app_id": self.app_id, "app_name": self.app_name[:200]}
+        steps = declared_steps()
+        if steps:
+            fields["steps"] = json.dumps(steps)
+        return _trigger_ms(self.spark, query_id), fields
+
+    def _batch_points(self, rec: BatchProgress) -> list[Point]:
+        """Ship the latency samples the tasks of a reported (committed) batch recorded."""
+        samples = collect_batch(self.spool_dir, rec.query_id, rec.batch_id)
+        with self._lock:
+            agg = self._aggregators.get((rec.run, rec.query))
+            if agg is None and not samples:
+                return []
+            if agg is None:
+                agg = self._aggregators[(rec.run, rec.query)] = IntervalAggregator(rec.run, self.interval_s)
+            for s in samples:
+                agg.add(s.__class__(rec.query, s.step, s.worker, s.ts_ns, s.counts))
+            return [latency_point(ih) for ih in agg.drain(time.time_ns())]
+
+    # -- Spark's metrics system
+
+    def _start_relay(self) -> None:
+        """Relay Spark's metrics sink into the writer when the session was built to send them here."""
+        conf = self.spark.sparkContext.getConf()
+        port, host = conf.get(GRAPHITE_PORT_KEY, None), conf.get(GRAPHITE_HOST_KEY, "127.0.0.1")
+        if not port:
+            return
+        with _early_lock:
+            early = _early_relays.pop(int(port), None)
+        if early is not None:
+            self._relay, self._relay_writer = early
+            return
+        try:
+            self._relay = GraphiteRelay(self._writer, host=host, port=int(port)).start()
+        except (OSError, ValueError) as e:
+            log.warning("monitor: executor metrics off: cannot listen on %s:%s for Spark's metrics sink (%s)",
+                        host, port, e)
+
+
+def _trigger_ms(spark, query_id: str) -> int | None:
+    """Return a query's processing-time trigger interval in ms; None for none (back to back) or unknown."""
+    try:
+        q = spark.streams.get(query_id)
+        if q is None:
+            return None
+        trigger = q._jsq.streamingQuery().trigger()
+        if trigger.getClass().getSimpleName() != "ProcessingTimeTrigger":
+            return None
+        ms = int(trigger.intervalMs())
+        return ms if ms > 0 else None
+    except Exception:                   # a query of Spark Connect or of a version without these
+        return None
+
+
+def close_unused_relays(timeout: float = 5.0) -> None:
+    """Stop relays `executor_metrics_conf` started that no monitor adopted (no session was built)."""
+    with _early_lock:
+        early = list(_early_relays.values())
+        _early_relays.clear()
+    for relay, writer in early:
+        relay.stop()
+        if writer is not None:
+            writer.close(timeout)
+
+
+def monitor(spark, run: str | None = None, **kwargs) -> SparkMonitor:
+    """Start monitoring every streaming query of `spark`; return the monitor (also a context manager)."""
+    return SparkMonitor(spark, run, **kwargs).start()

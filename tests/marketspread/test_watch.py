@@ -1,0 +1,92 @@
+"""`marketspread watch -- job.py`: a script that never imports the project gets the no-code figures."""
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from collector.influx import InfluxClient
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAIN_JOB = Path(__file__).parent / "data" / "plain_job.py"
+PROJECT = {"collector", "engine", "spark_listener", "alerts", "metrics_ui", "marketspread", "perf"}
+
+
+def test_the_plain_job_never_imports_the_project():
+    tree = ast.parse(PLAIN_JOB.read_text())
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert names and not names & PROJECT
+
+
+def _watch(env: dict, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "marketspread", "watch", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _env(client: InfluxClient, state: Path) -> dict:
+    import os
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MS_")}
+    env.update(client.config.as_env(), MS_STATE_DIR=str(state), PYSPARK_PYTHON=sys.executable, MS_INFLUX_FLUSH_S="0.5")
+    return env
+
+
+def _rows(client: InfluxClient, q: str, **params) -> list[dict]:
+    out = []
+    for s in client.query(q, params):
+        out.extend(dict(zip(s.columns, v), **s.tags) for v in s.values)
+    return out
+
+
+@pytest.mark.slow                  # a Spark application in a child process, ~25 s
+def test_watch_gives_an_unmodified_job_the_no_code_figures(influx_client, tmp_path):
+    out = tmp_path / "progress.json"
+    done = _watch(_env(influx_client, tmp_path / "state"), "--", str(PLAIN_JOB), "--seconds", "9",
+                  "--out", str(out), "--checkpoint", str(tmp_path / "ck"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    spark_own = json.loads(out.read_text())
+    progress = spark_own["progress"]
+    assert len(progress) >= 5
+
+    runs = _rows(influx_client, 'SELECT * FROM "runs" WHERE "run" = $run', run="plain-rate")
+    assert len(runs) == 1
+    run = runs[0]
+    assert (run["status"], run["query_id"], run["app_id"]) == ("finished", spark_own["id"], spark_own["app_id"])
+    assert run["trigger_ms"] == 500 and run["batches"] == len(progress)
+
+    # every batch Spark reported, with Spark's own figures
+    points = {p["batch_id"]: p for p in _rows(influx_client, 'SELECT * FROM "spark_progress" WHERE "run" = $run',
+                                              run="plain-rate")}
+    assert sorted(points) == [p["batchId"] for p in progress]
+    for p in progress:
+        got = points[p["batchId"]]
+        assert got["input_rows"] == p["numInputRows"]
+        assert got["input_rows_per_s"] == pytest.approx(p["inputRowsPerSecond"], rel=0.01)
+        assert got["processed_rows_per_s"] == pytest.approx(p["processedRowsPerSecond"], rel=0.01)
+        assert got["trigger_ms"] == 500 and got["overran"] == int(p["batchDuration"] > 500)
+    assert any(p.get("watermark_delay_ms") is not None for p in points.values())
+
+    sources = _rows(influx_client, 'SELECT * FROM "spark_source" WHERE "run" = $run', run="plain-rate")
+    assert {s["source"] for s in sources} == {"0:RateStreamV2"}
+    assert sum(s["input_rows"] for s in sources) == sum(p["numInputRows"] for p in progress)
+    state = _rows(influx_client, 'SELECT * FROM "spark_state" WHERE "run" = $run', run="plain-rate")
+    assert state and {s["operator"] for s in state} == {"0:stateStoreSave"}
+    assert _rows(influx_client, 'SELECT * FROM "backpressure" WHERE "run" = $run AND "step" = \'job\'',
+                 run="plain-rate")
+
+    # Spark's own metrics system, relayed: the driver's JVM (local mode runs tasks in it)
+    executors = _rows(influx_client, 'SELECT * FROM "spark_executor" WHERE "app" = $app', app=spark_own["app_id"])
+    assert executors and max(e.get("heap_used_bytes") or 0 for e in executors) > 0
+
+
+def test_watch_refuses_a_missing_script_and_a_bad_run_name(tmp_path):
+    import os
+    env = dict(os.environ, MS_STATE_DIR=str(tmp_path))
+    missing = _watch(env, "--", str(tmp_path / "nope.py"), timeout=60)
+    assert missing.returncode == 2 and "no such script" in missing.stderr
+    bad = _watch(env, "--run", "../x", "--", str(PLAIN_JOB), timeout=60)
+    assert bad.returncode == 2 and "run" in bad.stderr
