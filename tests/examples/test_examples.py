@@ -28,6 +28,9 @@ VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 PYTHON = str(VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable))
 RATE = 200
 TIMEOUT_S = 240
+# The examples that stand for a user's own job, followed from outside: they must run without
+# the product installed. (files_enrich.py imports the product's latency recorders on purpose.)
+PLAIN = ("rate_windowed", "foreachbatch_sqlite", "stream_join")
 PROJECT_PACKAGES = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()} | {"marketspread", "tests"}
 
 
@@ -108,10 +111,8 @@ def _assert_db_matches_source(work_dir: Path) -> int:
     return produced
 
 
-def test_no_example_imports_the_project():
-    files = sorted(EXAMPLES.glob("*.py"))
-    assert {f.stem for f in files} >= {"rate_windowed", "foreachbatch_sqlite", "stream_join"}
-    for f in files:
+def test_the_plain_examples_never_import_the_project():
+    for f in (EXAMPLES / f"{name}.py" for name in PLAIN):
         for node in ast.walk(ast.parse(f.read_text(), str(f))):
             if isinstance(node, ast.ImportFrom):
                 assert node.level == 0, f"{f.name}:{node.lineno}: relative import"
