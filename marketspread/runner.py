@@ -16,6 +16,7 @@ from engine.ingress.log import read_consumed, read_head
 from engine.output.forwarder import ResultForwarder
 from engine.output.metrics_shipper import MetricsShipper, run_id_for
 from engine.spark.batch_output import BATCHES
+from engine.spark.checkpoint import lost_checkpoint
 from engine.spark.job import start_query, stop_query
 from engine.spark.session import build_session
 from engine.storage.diskspace import describe_free, full_path, is_disk_full
@@ -80,6 +81,8 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
 
 def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
     refuse_linked_folders([cfg.log_dir, cfg.out_dir, cfg.out_dir / BATCHES, cfg.checkpoint_dir, cfg.shard_state_dir])
+    if (lost := lost_checkpoint(cfg)) is not None:
+        raise ValueError(lost)
     cfg.log_dir.mkdir(parents=True, exist_ok=True)
     if removed := remove_unfinished_checkpoint_writes(cfg.checkpoint_dir):
         log.info("removed %d unfinished checkpoint writes (a full disk or a crash left them): %s",

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.config import Config
+from engine.ingress.log import first_retained, read_consumed
 
 log = logging.getLogger(__name__)
 
@@ -84,3 +85,29 @@ def committed_end_offset(checkpoint_dir: str | os.PathLike) -> int | None:
         return int(json.loads(lines[2])["seq"])
     except (OSError, IndexError, KeyError, ValueError, TypeError):
         return None
+
+
+def lost_checkpoint(cfg: Config) -> str | None:
+    """Return why the job must not start a fresh query on this state folder, None if it may.
+
+    A checkpoint with no planned batch on a log that a job already committed from (its
+    `consumed` offset) was lost: a new query would plan from record 0, which retention
+    may have deleted, and number its result batches from 0 again, over the old ones.
+    """
+    consumed = read_consumed(cfg.log_dir)
+    if consumed == 0 or committed_batches(cfg.checkpoint_dir) or _planned(cfg.checkpoint_dir):
+        return None
+    first = first_retained(cfg.log_dir)
+    gone = f", and retention deleted the log before record {first:,}" if first else ""
+    return (f"the checkpoint {cfg.checkpoint_dir} holds no batch, but a job on this state folder committed "
+            f"{consumed:,} records{gone}: a new query would read the log from record 0 and number its "
+            f"result batches from 0 again. Either restore the checkpoint folder (from a backup) and start "
+            f"the job again, or start afresh with a new state folder (--state-dir) and send the input "
+            f"again; the old results stay in {cfg.out_dir}")
+
+
+def _planned(checkpoint_dir: Path) -> bool:
+    try:
+        return any(n.isdigit() for n in os.listdir(checkpoint_dir / "offsets"))
+    except FileNotFoundError:
+        return False
