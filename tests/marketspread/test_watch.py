@@ -90,3 +90,45 @@ def test_watch_refuses_a_missing_script_and_a_bad_run_name(tmp_path):
     assert missing.returncode == 2 and "no such script" in missing.stderr
     bad = _watch(env, "--run", "../x", "--", str(PLAIN_JOB), timeout=60)
     assert bad.returncode == 2 and "run" in bad.stderr
+
+
+@pytest.mark.slow                  # a monitored example job in a child process, ~40 s
+def test_a_slowed_step_shows_in_its_histogram_its_backpressure_and_an_alert(influx_client, tmp_path):
+    """files_enrich under `watch`: each step's histogram counts the rows that passed it, and
+    the enrichment slowed past the trigger shows in its percentiles, in the query's
+    backpressure and in a latency rule on that step, which fires."""
+    from alerts.evaluate import FIRING
+    from alerts.evaluator import AlertEvaluator
+    from alerts.rules import Rule
+    from alerts.store import RuleStore
+    from collector.testing import MemoryWriter
+
+    slow_ms = 1500                   # above the example's 1-s trigger
+    done = _watch(_env(influx_client, tmp_path / "state"), "--", str(ROOT / "examples" / "files_enrich.py"),
+                  "--duration", "12", "--slow-ms", str(slow_ms), "--work-dir", str(tmp_path / "work"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = "files_enrich"
+    counts = {r["step"]: r["sum"] for r in _rows(influx_client, 'SELECT sum("count") FROM "latency" WHERE "run" = $run '
+                                                 'GROUP BY "step"', run=run)}
+    (rows,) = _rows(influx_client, 'SELECT sum("input_rows") FROM "spark_progress" WHERE "run" = $run', run=run)
+    assert rows["sum"] > 0 and counts == {"arrival": rows["sum"], "enrich": rows["sum"]}
+    (steps,) = _rows(influx_client, 'SELECT "steps" FROM "runs" WHERE "run" = $run', run=run)
+    assert json.loads(steps["steps"]) == ["arrival", "enrich"]
+
+    from collector.query.store import MetricsStore
+    from collector.query.ranges import TimeRange
+    import time
+    hist = MetricsStore(influx_client).step_histogram(run, "enrich", TimeRange(time.time_ns() - 600 * 10**9,
+                                                                                 time.time_ns()))
+    assert hist.total_count == rows["sum"] and hist.value_at_percentile(50) >= slow_ms * 1_000_000
+
+    bp = _rows(influx_client, 'SELECT last("status"), last("overrun_share") FROM "backpressure" WHERE "run" = $run '
+               'AND "step" = \'job\'', run=run)
+    assert bp[0]["last"] in ("LOW", "HIGH") and bp[0]["last_1"] > 0.1
+
+    store = RuleStore(tmp_path / "rules.json")
+    store.put_all([Rule.from_dict({"name": "slow-enrich", "condition": "p99 > 1s", "job": run, "step": "enrich",
+                                   "window": "5m"})])
+    ev = AlertEvaluator(store, influx_client, MemoryWriter())
+    transitions = ev.evaluate_once()
+    assert [(r.name, t.state) for r, t in transitions] == [("slow-enrich", FIRING)]
