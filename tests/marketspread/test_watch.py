@@ -132,3 +132,18 @@ def test_a_slowed_step_shows_in_its_histogram_its_backpressure_and_an_alert(infl
     ev = AlertEvaluator(store, influx_client, MemoryWriter())
     transitions = ev.evaluate_once()
     assert [(r.name, t.state) for r, t in transitions] == [("slow-enrich", FIRING)]
+
+
+@pytest.mark.slow                  # a Spark application in a child process, ~20 s
+def test_influxdb_down_never_fails_the_watched_job(tmp_path):
+    """With no InfluxDB at the configured address the job runs to its end and exits 0; the
+    monitor's points wait in its bounded spool, and one line says where they went."""
+    import os
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MS_")}
+    env.update(MS_INFLUX_URL="http://127.0.0.1:9", MS_STATE_DIR=str(tmp_path / "state"), PYSPARK_PYTHON=sys.executable)
+    out = tmp_path / "progress.json"
+    done = _watch(env, "--", str(PLAIN_JOB), "--seconds", "5", "--out", str(out), "--checkpoint", str(tmp_path / "ck"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(out.read_text())["progress"]
+    spools = list((tmp_path / "state" / "metrics-spool").glob("monitor-*"))
+    assert spools and any(f.is_file() for d in spools for f in d.rglob("*"))      # kept for when it returns
