@@ -125,3 +125,62 @@ def test_timed_group_step_times_applyInPandasWithState(spark, tmp_path):
     batch = [p["batchId"] for p in query.recentProgress if p["numInputRows"]][0]
     samples = task_spool.collect_batch(tmp_path / "spool", query.id, batch)
     assert _totals(samples) == {"count_group": 3}       # one output row per group, each timed once
+
+
+_RETRY_JOB = r'''
+import json, sys
+from pathlib import Path
+from pyspark import TaskContext
+from pyspark.sql import SparkSession, functions as F
+from collector import task_spool
+from spark_listener.latency import record_latency
+
+work = Path(sys.argv[1])
+spark = (SparkSession.builder.master("local[2,3]")          # up to 3 attempts per task
+         .config("spark.ui.enabled", "false").getOrCreate())
+
+def fail_first_attempt(batches):
+    yield from batches
+    tc = TaskContext.get()
+    if tc.partitionId() == 0 and tc.attemptNumber() == 0:
+        raise RuntimeError("first attempt fails after its rows went through the step")
+
+rows = (spark.readStream.schema("id long, sent_ms long").json(str(work / "in"))
+        .withColumn("ts", F.timestamp_millis("sent_ms")))
+recorded = record_latency(rows, "ts", "arrival", spool_dir=work / "spool")
+query = (recorded.mapInArrow(fail_first_attempt, recorded.schema).writeStream.format("noop")
+         .option("checkpointLocation", str(work / "ck")).trigger(availableNow=True).start())
+query.awaitTermination(180)
+out = []
+for p in query.recentProgress:
+    got = task_spool.collect_batch_figures(work / "spool", query.id, p["batchId"])
+    out.append({"rows": p["numInputRows"], "recorded": sum(s.counts.total for s in got.samples),
+                "superseded": got.superseded_files})
+print(json.dumps(out))
+spark.stop()
+'''
+
+
+@pytest.mark.slow
+def test_a_retried_task_counts_its_rows_once(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "in").mkdir()
+    now_ms = int(time.time() * 1000)
+    for f in range(4):
+        (tmp_path / "in" / f"{f}.json").write_text(
+            "".join(f'{{"id": {f * 25 + i}, "sent_ms": {now_ms}}}\n' for i in range(25)))
+    script = tmp_path / "retry_job.py"
+    script.write_text(_RETRY_JOB)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], cwd=root, capture_output=True, text=True,
+                          timeout=300, env={**__import__("os").environ, "PYSPARK_PYTHON": sys.executable,
+                                            "PYTHONPATH": str(root)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    batches = [b for b in json.loads(done.stdout.strip().splitlines()[-1]) if b["rows"]]
+    assert batches and all(b["recorded"] == b["rows"] for b in batches), batches
+    assert sum(b["rows"] for b in batches) == 100
+    assert sum(b["superseded"] for b in batches) >= 1          # the failed attempt wrote, and was dropped
