@@ -50,6 +50,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark-examples" / NAME)
     p.add_argument("--slow-ms", type=int, default=0, help="sleep this long in the enrichment, per batch")
     p.add_argument("--master", help="Spark master (default local[2], unless spark-submit set one)")
+    p.add_argument("--progress-out", type=Path, help="also write Spark's progress of every batch here (JSON)")
     args = p.parse_args(argv)
     if args.rows_per_file <= 0 or args.trigger_ms < 0 or args.duration < 0 or args.slow_ms < 0:
         p.error("--rows-per-file must be > 0; --trigger-ms, --duration and --slow-ms >= 0")
@@ -154,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     rows = sum(p["numInputRows"] for p in batches.values())
     files = len(list((args.work_dir / "in").glob("*.json")))
+    if args.progress_out:       # Spark's own figures, for comparing runs (bench/monitor_overhead.py)
+        args.progress_out.write_text(json.dumps({"progress": [batches[b] for b in sorted(batches)]}))
     print(f"{NAME}: {rows} rows from {files} files in {len(batches)} batches, enriched "
           f"(steps arrival, enrich{f', slowed {args.slow_ms} ms' if args.slow_ms else ''}) "
           f"into {args.work_dir / 'out'} (parquet)")

@@ -52,6 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark-examples" / NAME)
     p.add_argument("--slow-ms", type=int, default=0, help="sleep this long in each batch, after its write")
     p.add_argument("--master", help="Spark master (default local[2], unless spark-submit set one)")
+    p.add_argument("--progress-out", type=Path, help="also write Spark's progress of every batch here (JSON)")
     args = p.parse_args(argv)
     if args.rate <= 0 or args.trigger_ms < 0 or args.duration < 0 or args.slow_ms < 0:
         p.error("--rate must be > 0; --trigger-ms, --duration and --slow-ms >= 0")
@@ -179,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         stored, keys, skipped = conn.execute("SELECT coalesce(sum(rows), 0), count(*), (SELECT coalesce("
                                              "sum(replays_skipped), 0) FROM progress) FROM totals").fetchone()
     rows = sum(p["numInputRows"] for p in batches.values())
+    if args.progress_out:       # Spark's own figures, for comparing runs (bench/monitor_overhead.py)
+        args.progress_out.write_text(json.dumps({"progress": [batches[b] for b in sorted(batches)]}))
     print(f"{NAME}: {rows} rows in {len(batches)} batches this run; {db} holds {stored} rows "
           f"over {keys} keys ({skipped} replayed batches skipped)")
     return 0

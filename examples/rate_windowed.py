@@ -40,6 +40,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark-examples" / NAME)
     p.add_argument("--slow-ms", type=int, default=0, help="sleep this long in each partition of each batch")
     p.add_argument("--master", help="Spark master (default local[2], unless spark-submit set one)")
+    p.add_argument("--progress-out", type=Path, help="also write Spark's progress of every batch here (JSON)")
     p.add_argument("--window-s", type=int, default=5, help="tumbling window length")
     p.add_argument("--watermark-s", type=int, default=2, help="how late a row may be and still count")
     p.add_argument("--late-every", type=int, default=20, help="every Nth row arrives late (0: none)")
@@ -162,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     rows = sum(p["numInputRows"] for p in batches.values())
     late = sum(op.get("numRowsDroppedByWatermark", 0) for p in batches.values() for op in p["stateOperators"])
+    if args.progress_out:       # Spark's own figures, for comparing runs (bench/monitor_overhead.py)
+        args.progress_out.write_text(json.dumps({"progress": [batches[b] for b in sorted(batches)]}))
     print(f"{NAME}: {rows} rows in {len(batches)} batches, {late} late rows dropped, "
           f"{windows} windows written to {args.work_dir / 'windows'} (parquet)")
     return 0

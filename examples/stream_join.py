@@ -43,6 +43,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark-examples" / NAME)
     p.add_argument("--slow-ms", type=int, default=0, help="sleep this long in each partition of each batch")
     p.add_argument("--master", help="Spark master (default local[2], unless spark-submit set one)")
+    p.add_argument("--progress-out", type=Path, help="also write Spark's progress of every batch here (JSON)")
     p.add_argument("--watermark-s", type=int, default=10, help="watermark delay of both sides")
     p.add_argument("--before-s", type=int, default=5, help="a click may be stamped this long before its impression")
     p.add_argument("--within-s", type=int, default=30, help="and this long after it")
@@ -156,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{NAME}: the query failed: {failure}", file=sys.stderr)
         return 1
     rows = sum(p["numInputRows"] for p in batches.values())
+    if args.progress_out:       # Spark's own figures, for comparing runs (bench/monitor_overhead.py)
+        args.progress_out.write_text(json.dumps({"progress": [batches[b] for b in sorted(batches)]}))
     print(f"{NAME}: {rows} rows (impressions and clicks) in {len(batches)} batches, "
           f"{joined} joined rows in {args.work_dir / 'clicks'} (parquet)")
     return 0
