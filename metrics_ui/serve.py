@@ -4,8 +4,9 @@ Werkzeug's development server gives every connection a thread and never times on
 1,000 half-open requests held 1,000 threads. Waitress reads requests on one event loop and
 hands only complete ones to a fixed pool of `threads`; it accepts at most
 `connection_limit` connections, closes one idle for `timeout_s`, and buffers at most
-`MAX_BODY_BYTES` of a request body. Settings: `MS_UI_THREADS`, `MS_UI_CONNECTION_LIMIT`,
-`MS_UI_TIMEOUT_S`.
+`MAX_BODY_BYTES` of a request body; a request not read whole within the timeout of its
+first byte being seen is closed too (trickled headers). Settings: `MS_UI_THREADS`,
+`MS_UI_CONNECTION_LIMIT`, `MS_UI_TIMEOUT_S`.
 """
 from __future__ import annotations
 
@@ -65,6 +66,7 @@ def serve(wsgi_app: Callable, host: str, port: int, cfg: ServeConfig, keep_proxy
         max_request_body_size=MAX_BODY_BYTES, max_request_header_size=MAX_HEADER_BYTES,
         ident=SERVER_IDENT, expose_tracebacks=False, asyncore_use_poll=True,
         clear_untrusted_proxy_headers=not keep_proxy_headers)
+    install_request_deadline(server, cfg.timeout_s)
     # `localhost` may bind two sockets (127.0.0.1 and ::1): waitress then lists each
     listening = getattr(server, "effective_listen", None) or [(server.effective_host, server.effective_port)]
     if on_ready is not None:
@@ -74,3 +76,27 @@ def serve(wsgi_app: Callable, host: str, port: int, cfg: ServeConfig, keep_proxy
         server.run()
     finally:
         server.close()
+
+
+def install_request_deadline(server, deadline_s: float) -> None:
+    """Close a connection whose request is not read whole `deadline_s` after it was first seen.
+
+    Waitress's timeout counts silence only, so a client sending a byte of headers every few
+    seconds keeps a connection slot for good; this gives each request a total deadline,
+    checked at waitress's clean-up ticks (every `cleanup_interval`).
+    """
+    # one server, or (`localhost`: two sockets) a MultiSocketServer whose map holds one per socket
+    servers = [server] if hasattr(server, "maintenance") else list(getattr(server, "map", {}).values())
+    for srv in (s for s in servers if hasattr(s, "maintenance")):
+        original = srv.maintenance
+
+        def maintenance(now: float, srv=srv, original=original) -> None:
+            original(now)
+            for channel in list(srv.active_channels.values()):
+                request = channel.request         # the request being read, None between requests
+                if request is None or request.completed:
+                    continue
+                started = request.__dict__.setdefault("_ms_first_seen", now)
+                if now - started >= deadline_s:
+                    channel.will_close = True
+        srv.maintenance = maintenance

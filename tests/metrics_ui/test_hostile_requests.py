@@ -7,12 +7,15 @@ is never a 500 and the dashboard's log holds no traceback.
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
 
 import pytest
 
 from collector.influx.server import free_port
 from perf.fleet import wait_until
-from tests.metrics_ui.test_security import UNSET, Ui, proxied_ui  # noqa: F401  (a fixture)
+from tests.metrics_ui.test_security import UNSET, Ui, open_ui, proxied_ui  # noqa: F401  (fixtures)
 from tests.reliability.harness import fleet_for
 
 WRONG = (None, 5, -1.5, True, "a", "x" * 100_000, [[1, [2, None]]], {"a": {"b": []}}, [])
@@ -134,3 +137,41 @@ def test_login_guessing_spread_over_many_addresses_meets_a_global_budget(proxied
     statuses = [get(f"10.0.{i}.{j}", f"Bearer guess-{i}-{j}") for j in range(MAX_FAILURES - 1) for i in range(30)]
     assert 429 in statuses and statuses.count(401) <= GLOBAL_FAILURES
     assert get("10.9.9.9", f"Bearer {TOKEN}") == 429             # logging in waits for everyone meanwhile
+
+
+def _trickle(port: int, closed: list, stop: threading.Event) -> None:
+    """Send a request's headers one byte a second (under the idle timeout), until the server closes."""
+    data = b"GET /_dash-layout HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 200
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            for i in range(len(data)):
+                if stop.wait(1.0):
+                    return
+                s.send(data[i:i + 1])
+                s.settimeout(0.01)
+                try:
+                    if s.recv(1024) == b"":
+                        closed.append(i)
+                        return
+                except socket.timeout:
+                    pass
+    except OSError:
+        closed.append(-1)
+
+
+def test_trickling_headers_do_not_hold_the_dashboards_connections(open_ui):
+    """`open_ui`: 20 connections at most, 2-s timeout; 20 clients trickle headers a byte a second."""
+    from tests.metrics_ui.test_security import CONNECTIONS
+    closed, stop = [], threading.Event()
+    threads = [threading.Thread(target=_trickle, args=(open_ui.port, closed, stop), daemon=True)
+               for _ in range(CONNECTIONS)]
+    for t in threads:
+        t.start()
+    try:
+        deadline = time.monotonic() + 60    # a trickle needs 250 s to send its headers: only a close ends it sooner
+        while len(closed) < CONNECTIONS and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(closed) == CONNECTIONS, f"{CONNECTIONS - len(closed)} trickling connections still held"
+        assert open_ui.request("GET", "/_dash-layout").status == 200
+    finally:
+        stop.set()
