@@ -31,7 +31,7 @@ from collector.influx import InfluxClient, InfluxConfig, InfluxWriter, Point
 from collector.names import to_name
 from collector.points import latency_point
 from collector.settings import default_state_dir
-from collector.task_spool import collect_batch, default_spool_dir, sweep
+from collector.task_spool import collect_batch_figures, default_spool_dir, sweep
 
 from spark_listener.latency import declared_steps
 from spark_listener.listener import SparkMetricsListener
@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 GRAPHITE_PORT_KEY = "spark.metrics.conf.*.sink.graphite.port"
 GRAPHITE_HOST_KEY = "spark.metrics.conf.*.sink.graphite.host"
+LATENCY_UNCOUNTED = "latency_uncounted"
 #: Batch folders of task samples older than this, never reported done (a failed query), are removed.
 SPOOL_SWEEP_S = 3600.0
 
@@ -102,7 +103,7 @@ class SparkMonitor:
         self._relay_writer = None                      # an adopted relay's own writer, closed with it
         self._aggregators: dict[tuple[str, str], IntervalAggregator] = {}   # (run, query) -> intervals
         self._lock = threading.Lock()
-        self.failures = 0
+        self.unreadable = 0                               # task sample files or lines skipped
 
     # -- lifecycle
 
@@ -185,17 +186,27 @@ class SparkMonitor:
         return _trigger_ms(self.spark, query_id), fields
 
     def _batch_points(self, rec: BatchProgress) -> list[Point]:
-        """Ship the latency samples the tasks of a reported (committed) batch recorded."""
-        samples = collect_batch(self.spool_dir, rec.query_id, rec.batch_id)
+        """Ship the latency samples the tasks of a reported (committed) batch recorded.
+
+        Rows a step saw but could not time (null or future stamps) become a
+        `latency_uncounted` point of the batch, so a bad timestamp column shows rather than
+        vanishes; unreadable sample files are counted in `unreadable`.
+        """
+        batch = collect_batch_figures(self.spool_dir, rec.query_id, rec.batch_id)
+        samples = batch.samples
+        self.unreadable += batch.unreadable
+        out = [Point(LATENCY_UNCOUNTED, {"run": rec.run, "pipeline": rec.query, "step": u.step},
+                     {"nulls": int(u.nulls), "negative": int(u.negative)}, rec.end_ns)
+               for u in batch.uncounted.values() if u.nulls or u.negative]
         with self._lock:
             agg = self._aggregators.get((rec.run, rec.query))
             if agg is None and not samples:
-                return []
+                return out
             if agg is None:
                 agg = self._aggregators[(rec.run, rec.query)] = IntervalAggregator(rec.run, self.interval_s)
             for s in samples:
                 agg.add(s.__class__(rec.query, s.step, s.worker, s.ts_ns, s.counts))
-            return [latency_point(ih) for ih in agg.drain(time.time_ns())]
+            return out + [latency_point(ih) for ih in agg.drain(time.time_ns())]
 
     # -- Spark's metrics system
 

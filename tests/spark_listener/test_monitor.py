@@ -63,3 +63,26 @@ def test_a_monitor_that_cannot_start_leaves_the_job_alone(spark, tmp_path, caplo
     assert any("not attached" in r.getMessage() for r in caplog.records)
     mon.stop()
     assert spark.range(3).count() == 3            # the session works on
+
+
+@pytest.mark.slow                 # a streaming query on the shared session, ~10 s
+def test_rows_a_step_could_not_time_are_counted_not_lost(spark, tmp_path):
+    from pyspark.sql import functions as F
+
+    from spark_listener import record_latency
+    w = MemoryWriter()
+    spool = tmp_path / "spool"
+    with monitor(spark, run="nulls", writer=w, spool_dir=spool) as mon:
+        rows = spark.readStream.format("rate").option("rowsPerSecond", 100).load()
+        stamped = record_latency(rows.withColumn("ts", F.lit(None).cast("timestamp")), "ts", "null-stamps",
+                                 spool_dir=spool)
+        q = (stamped.writeStream.queryName("null stamps").format("noop").trigger(processingTime="500 milliseconds")
+             .option("checkpointLocation", str(tmp_path / "ck")).start())
+        _wait_batches(q, 3)
+        q.stop()
+        mon.listener.wait_terminated(10)
+    uncounted = w.measurement("latency_uncounted")
+    assert uncounted and {p.tags["step"] for p in uncounted} == {"null-stamps"}
+    seen = {p.fields["batch_id"]: p.fields["input_rows"] for p in w.measurement("spark_progress")}
+    assert sum(p.fields["nulls"] for p in uncounted) == sum(seen.values()) > 0     # every row, none timed
+    assert not w.measurement("latency")
