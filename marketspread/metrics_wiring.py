@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import threading
 import time
@@ -15,7 +16,7 @@ from collector.backpressure import WINDOW_S, IngressSample, backpressure_point, 
 from collector.histogram import SparseCounts, bucket_indices
 from collector.influx import InfluxClient, InfluxConfig, InfluxWriter, Point
 from collector.points import latency_point
-from collector.samples import STEP_INGRESS, StepSample, worker_name
+from collector.samples import STEP_INGRESS, STEPS, StepSample, worker_name
 
 from engine.ingress.log import read_head
 from engine.ingress.stats import read_stats
@@ -181,9 +182,13 @@ def attach_listener(spark, run: str, writer, log_dir: Path, state_folder: Path):
     from spark_listener import SparkMetricsListener  # lazy: pyspark; the ingress process imports this module
     from engine.spark.job import QUERY_NAME  # lazy: pyspark and pandas, as above
     from engine.spark.shard_state import state_size  # lazy: with the job, as above
+    sc = spark.sparkContext
+    # the runs point names the application (its executors' figures) and the steps in the job's order
+    info = {"app_id": str(sc.applicationId), "app_name": str(sc.appName), "steps": json.dumps(list(STEPS))}
     listener = SparkMetricsListener(run, writer, QUERY_NAME, muted_share_fn=IngressMutedShare(log_dir),
                                     latest_offset_fn=lambda: read_head(log_dir),
-                                    state_size_fn=Throttled(lambda: state_size(state_folder))).start()
+                                    state_size_fn=Throttled(lambda: state_size(state_folder)),
+                                    query_info_fn=lambda _query_id: (None, info)).start()
     spark.streams.addListener(listener)
     return listener
 
