@@ -79,6 +79,25 @@ def _check_yaml_shape(text: str, source: str) -> None:
             depth -= 1
 
 
+def _unique_key_loader(yaml, source: str):
+    """A SafeLoader that refuses a mapping naming a key twice (the later one would win silently)."""
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    duplicate = key in seen
+                    seen.add(key)
+                except TypeError:            # an unhashable key: the base class says why
+                    break
+                if duplicate:
+                    raise ValueError(f"{source} has a duplicate key {str(key)[:60]!r} at line "
+                                     f"{key_node.start_mark.line + 1}: each key once per rule")
+            return super().construct_mapping(node, deep)
+    return UniqueKeyLoader
+
+
 def read_rules_file(path: Path, max_bytes: int = MAX_RULES_FILE_BYTES) -> list[Rule]:
     """Read rules from a YAML or JSON file (`alerts load`); raise ValueError with the reason.
 
@@ -99,7 +118,7 @@ def read_rules_file(path: Path, max_bytes: int = MAX_RULES_FILE_BYTES) -> list[R
     import yaml  # lazy: as above; JSON is YAML too
     try:
         _check_yaml_shape(text, str(path))
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_unique_key_loader(yaml, str(path)))       # a SafeLoader
     except yaml.YAMLError as e:
         where = getattr(e, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""

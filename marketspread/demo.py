@@ -93,6 +93,17 @@ def _warm_up(cfg: Config, nbbo: Path, procs: list[subprocess.Popen], stop: dict,
     return True
 
 
+# The demo's results at its default rate reach the job's default size bound (10 GiB) in about
+# three hours; a demo keeps less unless told otherwise (README, "Disk and retention").
+DEMO_RESULTS_BYTES = "1GiB"
+
+
+def demo_retention(cfg: Config) -> tuple[str, str]:
+    """The demo's results retention: the job's age bound, and a lower size bound unless one was set."""
+    size = cfg.results_retention_bytes
+    return cfg.results_retention, DEMO_RESULTS_BYTES if size == Config.results_retention_bytes else size
+
+
 def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, symbols: int = 350,
              ui_port: int = 8050) -> int:
     """Run the demo until Ctrl-C (or `duration` seconds); print a status line every 2 s."""
@@ -124,8 +135,10 @@ def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, sym
     try:
         procs.append(_spawn(["ingress", *common, "--max-backlog", str(cfg.max_backlog),
                              "--shards", str(cfg.shards)], logs / "ingress.log", cfg, env))
-        retention = ["--results-retention", cfg.results_retention, "--results-retention-bytes",
-                     cfg.results_retention_bytes, "--checkpoint-batches", str(cfg.checkpoint_batches)]
+        age, size = demo_retention(cfg)
+        print(f"results kept: {age} or {size} at most (--results-retention, --results-retention-bytes)", flush=True)
+        retention = ["--results-retention", age, "--results-retention-bytes", size,
+                     "--checkpoint-batches", str(cfg.checkpoint_batches)]
         procs.append(_spawn(["job", "--master", cfg.master, "--shards", str(cfg.shards), *retention,
                              *([] if cfg.log_retention else ["--keep-log"])], logs / "job.log", cfg, env))
         procs.append(_spawn(["ui", "--host", "127.0.0.1", "--port", str(ui_port)], logs / "ui.log", cfg, env))

@@ -112,11 +112,15 @@ def save(folder: str, shard: int, batch: int, state: ShardState, retain: int) ->
         f = open(tmp, "wb")
     # Durable before the task ends, as the batch's results are (batch_output.py): a commit
     # that survives a power cut must find the snapshot it followed, not an older one.
-    with f:
-        f.write(encode(state))
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
+    try:
+        with f:
+            f.write(encode(state))
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+    except BaseException:                # a full disk: no temp file left for nobody to remove
+        tmp.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)
     _CACHE[(folder, shard)] = (batch, state)
     if first:
