@@ -37,7 +37,7 @@ import socket
 import struct
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -48,7 +48,7 @@ from engine.storage.diskspace import SpaceMark, describe_free, disk_space
 from engine.wire.fixish import STREAM_NBBO, STREAM_ORDERS, BadFrame, FrameScanner, ScanResult
 from engine.ingress.log import LogWriter, read_consumed
 from engine.ingress.shard_files import ShardFileWriter
-from engine.ingress.stats import STATS_FILE, IngressStats, reason_category, write_stats
+from engine.ingress.stats import STATS_FILE, IngressCounters, IngressStats, reason_category, write_stats
 
 log = logging.getLogger(__name__)
 
@@ -89,23 +89,6 @@ class _Listener:
     stream: str
 
 
-@dataclass
-class _Counters:
-    accepted: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
-    bad: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
-    bad_reasons: dict[str, int] = field(default_factory=dict)
-    bytes_in: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
-    connections_open: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
-    connections_total: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
-    connections_reset: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
-    connections_refused: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
-    connections_idle: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STREAMS, 0))
-    mute_episodes: int = 0
-    muted_seconds: float = 0.0
-    write_failures: int = 0
-    records_rolled_back: int = 0
-
-
 class IngressServer:
     """Accept fixish messages on the NBBO and orders ports into the ingress log.
 
@@ -140,7 +123,7 @@ class IngressServer:
         self._buf = bytearray(RECV_BUFFER)
         self._mv = memoryview(self._buf)
         self._lock = threading.Lock()
-        self._c = _Counters()
+        self._c = IngressCounters(STREAMS)
         self._consumed = 0
         self._muted = False
         self._muted_since = 0.0
@@ -615,21 +598,9 @@ class IngressServer:
     def stats(self) -> IngressStats:
         """Return a consistent snapshot of the counters."""
         with self._lock:
-            c = self._c
-            muted_s = c.muted_seconds + (time.monotonic() - self._muted_since if self._muted else 0.0)
-            head = self._writer.head if self._writer else 0
-            return IngressStats(
-                accepted=dict(c.accepted), accepted_total=sum(c.accepted.values()),
-                bad=dict(c.bad), bad_total=sum(c.bad.values()), bad_reasons=dict(c.bad_reasons),
-                bytes_in=dict(c.bytes_in), connections_open=dict(c.connections_open),
-                connections_total=dict(c.connections_total), head=head, consumed=self._consumed,
-                backlog=max(0, head - self._consumed), muted=self._muted, mute_episodes=c.mute_episodes,
-                muted_seconds=round(muted_s, 6), ports=dict(self.ports),
-                disk_full="disk" in self._why_muted, write_failures=c.write_failures,
-                records_rolled_back=c.records_rolled_back, connections_reset=dict(c.connections_reset),
-                connections_refused=dict(c.connections_refused), connections_idle=dict(c.connections_idle),
-                deadletter_dropped=self._dead.dropped if self._dead else 0,
-                deadletter_rotations=self._dead.rotations if self._dead else 0)
+            muted_s = self._c.muted_seconds + (time.monotonic() - self._muted_since if self._muted else 0.0)
+            return self._c.snapshot(self._writer.head if self._writer else 0, self._consumed, self._muted, muted_s,
+                                    self.ports, "disk" in self._why_muted, self._dead)
 
     def _write_stats(self) -> None:
         data = asdict(self.stats())

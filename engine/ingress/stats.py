@@ -44,6 +44,44 @@ class IngressStats:
     deadletter_rotations: int = 0
 
 
+@dataclass
+class IngressCounters:
+    """The ingress loop's running counts, per stream where a sender would ask per stream."""
+    streams: tuple[str, ...]
+    accepted: dict[str, int] = field(default_factory=dict)
+    bad: dict[str, int] = field(default_factory=dict)
+    bad_reasons: dict[str, int] = field(default_factory=dict)
+    bytes_in: dict[str, int] = field(default_factory=dict)
+    connections_open: dict[str, int] = field(default_factory=dict)
+    connections_total: dict[str, int] = field(default_factory=dict)
+    connections_reset: dict[str, int] = field(default_factory=dict)
+    connections_refused: dict[str, int] = field(default_factory=dict)
+    connections_idle: dict[str, int] = field(default_factory=dict)
+    mute_episodes: int = 0
+    muted_seconds: float = 0.0
+    write_failures: int = 0
+    records_rolled_back: int = 0
+
+    def __post_init__(self) -> None:
+        for name in _PER_STREAM:
+            getattr(self, name).update(dict.fromkeys(self.streams, 0))
+
+    def snapshot(self, head: int, consumed: int, muted: bool, muted_s: float, ports: dict[str, int],
+                 disk_full: bool, dead) -> IngressStats:
+        """Return the counts as a frozen `IngressStats` (`dead`: the dead-letter file, or None)."""
+        per_stream = {name: dict(getattr(self, name)) for name in _PER_STREAM}
+        return IngressStats(
+            **per_stream, accepted_total=sum(self.accepted.values()), bad_total=sum(self.bad.values()),
+            bad_reasons=dict(self.bad_reasons), head=head, consumed=consumed, backlog=max(0, head - consumed),
+            muted=muted, mute_episodes=self.mute_episodes, muted_seconds=round(muted_s, 6), ports=dict(ports),
+            disk_full=disk_full, write_failures=self.write_failures, records_rolled_back=self.records_rolled_back,
+            deadletter_dropped=dead.dropped if dead else 0, deadletter_rotations=dead.rotations if dead else 0)
+
+
+_PER_STREAM = ("accepted", "bad", "bytes_in", "connections_open", "connections_total", "connections_reset",
+               "connections_refused", "connections_idle")
+
+
 def reason_category(reason: str) -> str:
     """Map a scanner reason to a bounded category, so counters cannot grow per length value."""
     for prefix, category in (("truncated", "truncated frame"), ("garbage", "garbage bytes"),
