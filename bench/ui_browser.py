@@ -46,6 +46,7 @@ from collector.units import NS  # noqa: E402
 from perf.record import ProgressSample, RunRecord, StepLatency, record_points  # noqa: E402
 from perf.sysinfo import MachineInfo, ProcessSample  # noqa: E402
 
+import query_run  # noqa: E402
 import ui_render  # noqa: E402
 
 LIVE_RUN = "bench-ui-live"
@@ -239,6 +240,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--compare-s", type=int, default=600, help="1-s samples of each of the compare page's two runs")
     ap.add_argument("--state-dir", type=Path, default=None, help="keep InfluxDB's data here and re-use it")
+    ap.add_argument("--query-hours", type=float, default=1.0,
+                    help="hours of a streaming query's run (bench/query_run.py) timed beside (0: skip)")
     args = ap.parse_args(argv)
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="ui-browser-") as tmp:
@@ -253,6 +256,9 @@ def main(argv=None) -> int:
             written = ui_render.ensure_run(client, done, args.hours, args.series, args.events_per_s, args.seed)
             written["compare_runs"] = write_compare_runs(client, state / f"compare-{args.compare_s}.json",
                                                          args.compare_s, args.seed)
+            if args.query_hours > 0:
+                written["query_run"] = query_run.ensure_query_run(
+                    client, state / f"query-{args.query_hours:g}h.json", args.query_hours, args.seed)
             port = free_port()
             ui = _start_ui(config, port, Path(tmp) / "ui.log")
             base = f"http://127.0.0.1:{port}"
@@ -261,6 +267,10 @@ def main(argv=None) -> int:
             pages = {"runs": "/", "job": f"/run/{run}", "step": f"/step/{run}/start-to-end",
                      "job, 24 h range": f"/run/{run}?range=24h", "alerts": "/alerts", "compare (empty)": "/compare",
                      "compare, 2 runs": f"/compare?runs={','.join(COMPARE_RUNS)}"}
+            if args.query_hours > 0:
+                q = query_run.QUERY_RUN
+                pages.update({"job, any query": f"/run/{q}", "job, any query, 24 h range": f"/run/{q}?range=24h",
+                              "step, any query": f"/step/{q}/{query_run.STEPS[-1]}"})
             results: dict = {}
             for name, path in pages.items():
                 load_page(driver, base + path)            # the first load warms the browser's cache
@@ -271,16 +281,20 @@ def main(argv=None) -> int:
                 s = results[name]["seconds"]
                 print(f"  {name:18} median {s['median']:.3f} s  p90 {s['p90']:.3f} s  "
                       f"{results[name]['transferred_bytes']:,} B transferred", flush=True)
-            cold = _driver()
-            try:
-                first = load_page(cold, base + f"/run/{run}")
-            finally:
-                cold.quit()
-            results["first visit (empty cache), job"] = {"seconds": round(first["seconds"], 4),
-                                                         "transferred_bytes": first["transferred_bytes"],
-                                                         "decoded_bytes": first["decoded_bytes"]}
-            print(f"  first visit, job page: {first['seconds']:.3f} s, {first['transferred_bytes']:,} B "
-                  f"transferred ({first['decoded_bytes']:,} B decoded)", flush=True)
+            firsts = {"job": f"/run/{run}"}
+            if args.query_hours > 0:
+                firsts["job, any query"] = f"/run/{query_run.QUERY_RUN}"
+            for name, path in firsts.items():
+                cold = _driver()
+                try:
+                    first = load_page(cold, base + path)
+                finally:
+                    cold.quit()
+                results[f"first visit (empty cache), {name}"] = {"seconds": round(first["seconds"], 4),
+                                                                 "transferred_bytes": first["transferred_bytes"],
+                                                                 "decoded_bytes": first["decoded_bytes"]}
+                print(f"  first visit, {name} page: {first['seconds']:.3f} s, {first['transferred_bytes']:,} B "
+                      f"transferred ({first['decoded_bytes']:,} B decoded)", flush=True)
             if args.live > 0:
                 live = results["live tick, job page"] = measure_live(driver, base, client, args.live)
                 if live["seconds"]:

@@ -73,10 +73,6 @@ def base_figure() -> go.Figure:
     return go.Figure(layout=_LAYOUT)
 
 
-def as_times(ns: Sequence[int]) -> list[datetime]:
-    """Return ns timestamps as UTC datetimes for a time axis."""
-    return _times(ns)
-
 
 def _times(ns: Sequence[int]) -> list[datetime]:
     return [datetime.fromtimestamp(t / 1e9, timezone.utc) for t in ns]

@@ -7,14 +7,24 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import plotly.graph_objects as go
 
 from collector.query.series import TimeSeries
 from collector.query.spark_panels import ExecutorView, QueryBatchView, StateView
-from metrics_ui.figures import as_times, base_figure, colour, empty_figure, fit_legend
+from metrics_ui.figures import base_figure, colour, empty_figure, fit_legend
 
 NOT_REPORTED = "not reported by this query in the range"
 _MIB = 1024 * 1024
+
+
+def _x(times_ns: Sequence[int]) -> np.ndarray:
+    # arrays, not lists: Plotly then validates a trace's points at once, not one by one (~5x faster)
+    return np.asarray(times_ns, dtype="datetime64[ns]")
+
+
+def _y(values: Sequence[float], scale: float = 1.0) -> np.ndarray:
+    return np.asarray(values, dtype=float) / scale
 
 
 def lines_figure(series: Sequence[TimeSeries], title: str, unit: str, axis: str, scale: float = 1.0,
@@ -27,7 +37,7 @@ def lines_figure(series: Sequence[TimeSeries], title: str, unit: str, axis: str,
     tint = {s.name: colour(s.name, i) for i, s in enumerate(series)}
     for group, dash, suffix in ((series, None, ""), (dashed, "dash", dashed_suffix)):
         for i, s in enumerate(group):
-            fig.add_trace(go.Scatter(x=as_times(s.times_ns), y=[v / scale for v in s.values], mode="lines",
+            fig.add_trace(go.Scatter(x=_x(s.times_ns), y=_y(s.values, scale), mode="lines",
                                      name=f"{s.name}{suffix}", line=dict(color=tint.get(s.name, colour(s.name, i)),
                                                                          dash=dash),
                                      hovertemplate=f"%{{y:{fmt}}} {unit}"))
@@ -35,56 +45,73 @@ def lines_figure(series: Sequence[TimeSeries], title: str, unit: str, axis: str,
     return fit_legend(fig)
 
 
+def _secondary(fig: go.Figure, series: Sequence[TimeSeries], unit: str, axis: str, scale: float = 1.0,
+               suffix: str = "", fmt: str = ",.0f", tints: dict | None = None) -> None:
+    """Add `series` as dotted lines on a right-hand axis of their own."""
+    for i, s in enumerate(series):
+        fig.add_trace(go.Scatter(x=_x(s.times_ns), y=_y(s.values, scale), mode="lines",
+                                 name=f"{s.name}{suffix}", yaxis="y2",
+                                 line=dict(color=(tints or {}).get(s.name, colour(s.name, i)), dash="dot"),
+                                 hovertemplate=f"%{{y:{fmt}}} {unit}"))
+    if series:
+        fig.update_layout(yaxis2=dict(title=axis, overlaying="y", side="right", rangemode="tozero", showgrid=False))
+
+
+def sources_figure(rates: Sequence[TimeSeries], processed: Sequence[TimeSeries], behind: Sequence[TimeSeries],
+                   title: str) -> go.Figure:
+    """Return each source's input rows/s (solid), processed rows/s (dashed) and rows behind (dotted, right axis)."""
+    if not any(s.values for s in (*rates, *processed, *behind)):
+        return empty_figure(title, NOT_REPORTED)
+    fig = lines_figure(rates, title, "rows/s", "rows/s", dashed=processed, dashed_suffix=" processed")
+    if not rates and not processed:
+        fig = base_figure().update_layout(title=title, xaxis_title="time (UTC)")
+    tints = {t.name: t.line.color for t in fig.data}
+    _secondary(fig, [s for s in behind if s.values], "behind", "rows (or files) behind", suffix=" behind",
+               tints=tints)
+    return fit_legend(fig)
+
+
 def batch_trigger_figure(view: QueryBatchView, title: str) -> go.Figure:
-    """Return the mean and slowest batch per bucket (ms) against the trigger interval (dashed)."""
+    """Return the mean and slowest batch per bucket (ms) against the trigger (dashed), the overrun share as bars."""
     if not view.slowest_ms.values:
         return empty_figure(title, NOT_REPORTED)
     fig = base_figure()
+    s = view.overrun_share
+    if s.values:
+        fig.add_trace(go.Bar(x=_x(s.times_ns), y=_y(s.values, 0.01), name="overran (%)", yaxis="y2",
+                             marker_color="#c0262d", opacity=0.35, hovertemplate="%{y:.0f} % of batches"))
+        fig.update_layout(yaxis2=dict(title="batches over the trigger (%)", overlaying="y", side="right",
+                                      range=[0, 100], showgrid=False))
     for s, style in ((view.mean_ms, dict(color="#1f6fb4")), (view.slowest_ms, dict(color="#222", width=2)),
                      (view.trigger, dict(color="#c0262d", dash="dash"))):
         if s.values:
-            fig.add_trace(go.Scatter(x=as_times(s.times_ns), y=list(s.values), mode="lines", name=s.name, line=style,
+            fig.add_trace(go.Scatter(x=_x(s.times_ns), y=_y(s.values), mode="lines", name=s.name, line=style,
                                      hovertemplate="%{y:,.0f} ms"))
     fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="duration (ms)", yaxis_rangemode="tozero")
     return fit_legend(fig)
 
 
-def overrun_figure(view: QueryBatchView, title: str) -> go.Figure:
-    """Return the share of each bucket's batches that took longer than the trigger, 0-100 %."""
-    s = view.overrun_share
-    if not s.values:
-        return empty_figure(title, "no trigger: the query runs its batches back to back")
-    fig = base_figure()
-    fig.add_trace(go.Bar(x=as_times(s.times_ns), y=[v * 100 for v in s.values], name="overran",
-                         marker_color="#c0262d", hovertemplate="%{y:.0f} %"))
-    fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="batches over the trigger (%)",
-                      yaxis_range=[0, 100], showlegend=False)
-    return fig
-
-
-def watermark_figure(view: StateView, title: str) -> go.Figure:
-    """Return the watermark's delay behind the trigger (s, line) and the rows it dropped as late (bars)."""
+def state_figure(view: StateView, title: str) -> go.Figure:
+    """Return the rows each stateful operator holds (solid) and the watermark's delay (dotted, right axis, s)."""
     delay = view.watermark_delay_ms
-    if not delay.values and not any(s.values for s in view.late):
-        return empty_figure(title, "no watermark reported by this query in the range")
-    fig = base_figure()
-    for i, s in enumerate(view.late):
-        fig.add_trace(go.Bar(x=as_times(s.times_ns), y=list(s.values), name=f"{s.name} late rows", yaxis="y2",
-                             marker_color=colour(s.name, i + 1), opacity=0.6, hovertemplate="%{y:,.0f} rows"))
+    if not any(s.values for s in view.rows) and not delay.values:
+        return empty_figure(title, NOT_REPORTED)
+    fig = lines_figure(view.rows, title, "rows", "rows held") if view.rows else \
+        base_figure().update_layout(title=title, xaxis_title="time (UTC)")
     if delay.values:
-        fig.add_trace(go.Scatter(x=as_times(delay.times_ns), y=[v / 1000 for v in delay.values], mode="lines",
-                                 name="watermark delay", line=dict(color="#222", width=2),
-                                 hovertemplate="%{y:,.1f} s"))
-    fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis=dict(title="watermark delay (s)", rangemode="tozero"),
-                      yaxis2=dict(title="late rows", overlaying="y", side="right", rangemode="tozero",
-                                  showgrid=False), barmode="stack")
+        _secondary(fig, [delay], "s", "watermark delay (s)", scale=1000, fmt=",.1f", tints={delay.name: "#222"})
     return fit_legend(fig)
 
 
-def executor_figures(view: ExecutorView) -> tuple[go.Figure, go.Figure, go.Figure, go.Figure]:
-    """Return the executors' heap (used, max dashed), GC time per s, CPU in cores and running tasks."""
-    return (lines_figure(view.heap_used, "JVM heap used (max dashed)", "MiB", "heap (MiB)", _MIB,
-                         dashed=view.heap_max, dashed_suffix=" max"),
-            lines_figure(view.gc_ms_per_s, "GC time per second", "ms/s", "GC (ms per s)", fmt=",.1f"),
-            lines_figure(view.cpu_cores, "Task CPU", "cores", "CPU (cores)", fmt=",.2f"),
-            lines_figure(view.running_tasks, "Running tasks", "tasks", "tasks", fmt=",.1f"))
+def executor_figures(view: ExecutorView) -> tuple[go.Figure, go.Figure]:
+    """Return the executors' heap (used, max dashed), and their GC time per s with task CPU (dotted, cores)."""
+    heap = lines_figure(view.heap_used, "JVM heap used (max dashed)", "MiB", "heap (MiB)", _MIB,
+                        dashed=view.heap_max, dashed_suffix=" max")
+    if not any(s.values for s in (*view.gc_ms_per_s, *view.cpu_cores)):
+        return heap, empty_figure("GC time per second and task CPU", NOT_REPORTED)
+    work = lines_figure(view.gc_ms_per_s, "GC time per second and task CPU (dotted)", "ms/s", "GC (ms per s)",
+                        fmt=",.1f") if view.gc_ms_per_s else \
+        base_figure().update_layout(title="Task CPU", xaxis_title="time (UTC)")
+    _secondary(work, view.cpu_cores, "cores", "task CPU (cores)", suffix=" CPU", fmt=",.2f",
+               tints={t.name: t.line.color for t in work.data})
+    return heap, fit_legend(work)

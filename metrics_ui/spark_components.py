@@ -24,6 +24,9 @@ QUERY_SOURCES = "job-sources"
 QUERY_BATCHES = "job-query-batches"
 QUERY_STATE = "job-state"
 QUERY_EXECUTORS = "job-executors"
+#: The sections' time charts (a zoom on any of them sets the page's range).
+SECTION_GRAPHS = (f"{QUERY_SOURCES}-rates", f"{QUERY_BATCHES}-duration", f"{QUERY_STATE}-rows",
+                  f"{QUERY_EXECUTORS}-heap", f"{QUERY_EXECUTORS}-gc")
 SOURCES_HEADER = ("source", "rows in range", "input rows/s", "processed rows/s", "rows behind", "files behind")
 STATE_HEADER = ("operator", "rows held", "memory", "late rows in range")
 EXECUTORS_HEADER = ("executor", "heap used", "heap max", "GC time", "task CPU", "running tasks", "shuffle read",
@@ -81,14 +84,11 @@ def sources_section(view: SourceView, frame: Frame, generic: bool) -> list | Non
         return _not_reported(QUERY_SOURCES, "Sources", generic, "per-source figures")
     rows = [[s.source, f"{s.rows:,}", fmt_count(s.input_rows_per_s, 1), fmt_count(s.processed_rows_per_s, 1),
              fmt_count(s.rows_behind), fmt_count(s.files_behind)] for s in view.latest]
-    rates = qf.lines_figure(view.input_rate, "Input rows/s per source (processed dashed)", "rows/s", "rows/s",
-                            dashed=view.processed_rate, dashed_suffix=" processed")
-    behind = qf.lines_figure(view.behind, "Rows behind per source", "rows", "rows (or files) behind",
-                             message="no source reports how far behind it is")
-    return _section(QUERY_SOURCES, "Sources", [
-        table(SOURCES_HEADER, rows, f"{QUERY_SOURCES}-table"),
-        html.Div([frame.graph(f"{QUERY_SOURCES}-rates", rates), frame.graph(f"{QUERY_SOURCES}-behind", behind)],
-                 className="grid2")])
+    fig = qf.sources_figure(view.input_rate, view.processed_rate, view.behind,
+                            "Rows/s per source (processed dashed, behind dotted)")
+    return _section(QUERY_SOURCES, "Sources", [html.Div([table(SOURCES_HEADER, rows, f"{QUERY_SOURCES}-table"),
+                                                         frame.graph(f"{QUERY_SOURCES}-rates", fig)],
+                                                        className="grid2")])
 
 
 def batches_section(view: QueryBatchView, frame: Frame, generic: bool) -> list | None:
@@ -102,9 +102,8 @@ def batches_section(view: QueryBatchView, frame: Frame, generic: bool) -> list |
                    f"{view.trigger_ms:,} ms trigger ({(view.share or 0) * 100:.0f} %)")
     return _section(QUERY_BATCHES, "Batches", [
         html.P(summary, className="summary", id=f"{QUERY_BATCHES}-summary"),
-        html.Div([frame.graph(f"{QUERY_BATCHES}-duration", qf.batch_trigger_figure(view, "Batch duration vs trigger")),
-                  frame.graph(f"{QUERY_BATCHES}-overrun", qf.overrun_figure(view, "Batches over the trigger"))],
-                 className="grid2")])
+        frame.graph(f"{QUERY_BATCHES}-duration", qf.batch_trigger_figure(
+            view, "Batch duration vs trigger (share of batches over it: bars)"))])
 
 
 def state_section(view: StateView, frame: Frame, generic: bool) -> list | None:
@@ -117,13 +116,9 @@ def state_section(view: StateView, frame: Frame, generic: bool) -> list | None:
     summary = f"watermark {fmt_ms(delay[-1])} behind the newest trigger" if delay else "no watermark"
     return _section(QUERY_STATE, "Stateful operators", [
         html.P(summary, className="summary", id=f"{QUERY_STATE}-summary"),
-        table(STATE_HEADER, rows, f"{QUERY_STATE}-table", empty="no stateful operator"),
-        html.Div([frame.graph(f"{QUERY_STATE}-rows", qf.lines_figure(view.rows, "State rows per operator", "rows",
-                                                                     "rows held")),
-                  frame.graph(f"{QUERY_STATE}-memory", qf.lines_figure(view.memory, "State memory per operator",
-                                                                       "MiB", "memory (MiB)", 1024 * 1024, fmt=",.1f"))],
-                 className="grid2"),
-        frame.graph(f"{QUERY_STATE}-watermark", qf.watermark_figure(view, "Watermark delay and late rows"))])
+        html.Div([table(STATE_HEADER, rows, f"{QUERY_STATE}-table", empty="no stateful operator"),
+                  frame.graph(f"{QUERY_STATE}-rows", qf.state_figure(
+                      view, "State rows per operator (watermark delay dotted)"))], className="grid2")])
 
 
 def executors_section(view: ExecutorView | None, frame: Frame, generic: bool) -> list | None:
@@ -134,11 +129,9 @@ def executors_section(view: ExecutorView | None, frame: Frame, generic: bool) ->
     rows = [[e.executor, fmt_bytes(e.heap_used_bytes), fmt_bytes(e.heap_max_bytes), fmt_ms(e.gc_time_ms),
              fmt_ms(None if e.cpu_time_ns is None else e.cpu_time_ns / 1e6), fmt_count(e.running_tasks),
              fmt_bytes(e.shuffle_read_bytes), fmt_bytes(e.shuffle_write_bytes)] for e in view.latest]
-    heap, gc, cpu, tasks = qf.executor_figures(view)
+    heap, work = qf.executor_figures(view)
     return _section(QUERY_EXECUTORS, "Executors", [
         html.P(["Spark application ", html.Code(view.app_id)], className="summary", id=f"{QUERY_EXECUTORS}-summary"),
         table(EXECUTORS_HEADER, rows, f"{QUERY_EXECUTORS}-table"),
-        html.Div([frame.graph(f"{QUERY_EXECUTORS}-heap", heap), frame.graph(f"{QUERY_EXECUTORS}-gc", gc)],
-                 className="grid2"),
-        html.Div([frame.graph(f"{QUERY_EXECUTORS}-cpu", cpu), frame.graph(f"{QUERY_EXECUTORS}-tasks", tasks)],
+        html.Div([frame.graph(f"{QUERY_EXECUTORS}-heap", heap), frame.graph(f"{QUERY_EXECUTORS}-gc", work)],
                  className="grid2")], note="GC time, CPU time and shuffle bytes are totals since each JVM started.")

@@ -315,6 +315,9 @@ def refresh_spark_and_ingress(window, run, digests):
         digests, patch=("batches", "bad", "muted"), scope="job-spark", tick=bool(window.get("tick")))
     # the ingress is Market Spread's: any other query's page shows it only if one wrote figures
     no_ingress = window.get("generic") and not ingress.muted_share.values and not ingress.bad_by_reason
+    if no_ingress:               # hidden: not drawn either (a chart costs the browser its render)
+        changed[2:] = [dash.no_update] * 3
+        digests = {k: v for k, v in digests.items() if k not in ("bad", "muted", "ingress_summary")}
     return (*changed, digests, {"display": "none"} if no_ingress else None)
 
 
@@ -355,14 +358,25 @@ def pace_job(live, refresh):
     return c.refresh_state(refresh, live)
 
 
-@callback(Output(f"{JOB_RANGE}-range", "value"), Output(f"{JOB_RANGE}-from-date", "date"),
-          Output(f"{JOB_RANGE}-from-time", "value"), Output(f"{JOB_RANGE}-to-date", "date"),
-          Output(f"{JOB_RANGE}-to-time", "value"),
-          *[Input(g, "relayoutData") for g in TIME_GRAPHS], prevent_initial_call=True)
-def zoom_job(*relayouts):
+def _range_outputs(duplicate: bool = False) -> list[Output]:
+    return [Output(f"{JOB_RANGE}-{part}", prop, allow_duplicate=duplicate) for part, prop in (
+        ("range", "value"), ("from-date", "date"), ("from-time", "value"), ("to-date", "date"), ("to-time", "value"))]
+
+
+def _zoom(*relayouts):
     """Make a zoom on any chart's time axis the page's range (and so every chart's, and the address')."""
     picked = next((p for t in ctx.triggered if (p := c.zoom_to_range(t["value"])) is not None), None)
     return (dash.no_update,) * 5 if picked is None else (RANGE_CUSTOM, *picked)
+
+
+zoom_job = callback(*_range_outputs(), *[Input(g, "relayoutData") for g in TIME_GRAPHS],
+                    prevent_initial_call=True)(_zoom)
+
+
+# The query's sections draw their charts only when they have data: a zoom callback per chart, as a
+# callback waits for all its inputs to exist and a section the page left out would hold back the others.
+for _graph in sc.SECTION_GRAPHS:
+    callback(*_range_outputs(duplicate=True), Input(_graph, "relayoutData"), prevent_initial_call=True)(_zoom)
 
 
 clientside_callback(c.URL_SYNC_JS, Output(JOB_URL, "data"), *c.url_sync_inputs(JOB_RANGE))
