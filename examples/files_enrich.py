@@ -23,9 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -34,33 +32,19 @@ import pandas as pd
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from _common import QueryRun, SizeFlag, example_parser, parse_example_args, run_example, start_writer
 from spark_listener import record_latency, timed_step
 
 NAME = "files_enrich"
 FILE_EVERY_S = 0.5
 SCHEMA = "id long, sent_ms long, customer string, amount double"
+ROWS_PER_FILE = SizeFlag("--rows-per-file", 100, "rows in each file the writer drops")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Read the command line."""
-    p = argparse.ArgumentParser(prog=NAME, description=__doc__.splitlines()[0])
-    p.add_argument("--duration", type=float, default=60, help="seconds to run from the first rows (0: until Ctrl-C)")
-    p.add_argument("--rows-per-file", type=int, default=100, help="rows in each file the writer drops")
-    p.add_argument("--trigger-ms", type=int, default=1000, help="processing-time trigger (0: back to back)")
-    p.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark-examples" / NAME)
-    p.add_argument("--slow-ms", type=int, default=0, help="sleep this long in the enrichment, per batch")
-    p.add_argument("--master", help="Spark master (default local[2], unless spark-submit set one)")
-    p.add_argument("--progress-out", type=Path, help="also write Spark's progress of every batch here (JSON)")
-    args = p.parse_args(argv)
-    if args.rows_per_file <= 0 or args.trigger_ms < 0 or args.duration < 0 or args.slow_ms < 0:
-        p.error("--rows-per-file must be > 0; --trigger-ms, --duration and --slow-ms >= 0")
-    return args
-
-
-def master_of(flag: str | None) -> str | None:
-    """Return the master to set: the flag's, else local[2] unless a launcher already chose one."""
-    launched = "PYSPARK_GATEWAY_PORT" in os.environ or "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
-    return flag or (None if launched else "local[2]")
+    p = example_parser(NAME, __doc__, ROWS_PER_FILE, slow_help="sleep this long in the enrichment, per batch")
+    return parse_example_args(p, ROWS_PER_FILE, argv)
 
 
 def write_files(folder: Path, rows_per_file: int, stop: threading.Event) -> None:
@@ -94,73 +78,32 @@ def start_query(spark: SparkSession, args: argparse.Namespace):
     arrived = record_latency(rows, "event_time", "arrival")
     schema = f"{arrived.schema.simpleString()[7:-1]}, band string, tier long"
     enriched = arrived.mapInPandas(timed_step("enrich", enrich(args.slow_ms)), schema)
-    writer = (enriched.writeStream.queryName(NAME).format("parquet").option("path", str(args.work_dir / "out"))
-              .option("checkpointLocation", str(args.work_dir / "checkpoint")))
-    if args.trigger_ms:
-        writer = writer.trigger(processingTime=f"{args.trigger_ms} milliseconds")
-    return writer.start()
+    return start_writer(enriched.writeStream.queryName(NAME).format("parquet")
+                        .option("path", str(args.work_dir / "out")), args)
 
 
-def follow(query, duration_s: float, batches: dict[int, dict]) -> None:
-    """Collect each batch's progress for `duration_s` after the first rows (0: forever), or until the query ends."""
-    deadline = float("inf")
-    while query.isActive and time.monotonic() < deadline:
-        time.sleep(0.5)
-        for p in query.recentProgress:
-            batches[p["batchId"]] = json.loads(p.json)
-        if duration_s > 0 and deadline == float("inf") and any(p["numInputRows"] for p in batches.values()):
-            deadline = time.monotonic() + duration_s
-
-
-def stop_between_batches(query, wait_s: float = 10) -> None:
-    """Stop the query once its current batch is done (waiting up to `wait_s`), so Spark commits it."""
-    deadline = time.monotonic() + wait_s
-    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
-        time.sleep(0.05)
-    query.stop()
+def summary(spark: SparkSession, args: argparse.Namespace, run: QueryRun) -> str:
+    """Return the summary line: rows and files read, the steps recorded, where the output is."""
+    files = len(list((args.work_dir / "in").glob("*.json")))
+    return (f"{NAME}: {run.rows} rows from {files} files in {len(run.batches)} batches, enriched "
+            f"(steps arrival, enrich{f', slowed {args.slow_ms} ms' if args.slow_ms else ''}) "
+            f"into {args.work_dir / 'out'} (parquet)")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the writer and the query for --duration seconds, stop both cleanly, print one summary line."""
     args = parse_args(argv)
     (args.work_dir / "in").mkdir(parents=True, exist_ok=True)
-    builder = SparkSession.builder.appName(NAME)
-    master = master_of(args.master)
-    if master:
-        builder = builder.master(master)
-    spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    batches: dict[int, dict] = {}
     stop = threading.Event()
     writer = threading.Thread(target=write_files, args=(args.work_dir / "in", args.rows_per_file, stop),
                               name="file-writer", daemon=True)
-    query = None
-    try:
+
+    def start(spark: SparkSession, args: argparse.Namespace):
         query = start_query(spark, args)
-        writer.start()
-        follow(query, args.duration, batches)
-    except KeyboardInterrupt:
-        print(f"{NAME}: interrupted, stopping the query after its current batch", file=sys.stderr)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        stop.set()
-        if query is not None:
-            stop_between_batches(query)
-            for p in query.recentProgress:
-                batches[p["batchId"]] = json.loads(p.json)
-        failure = query.exception() if query is not None else None
-    spark.stop()
-    if failure is not None:
-        print(f"{NAME}: the query failed: {failure}", file=sys.stderr)
-        return 1
-    rows = sum(p["numInputRows"] for p in batches.values())
-    files = len(list((args.work_dir / "in").glob("*.json")))
-    if args.progress_out:       # Spark's own figures, for comparing runs (bench/monitor_overhead.py)
-        args.progress_out.write_text(json.dumps({"progress": [batches[b] for b in sorted(batches)]}))
-    print(f"{NAME}: {rows} rows from {files} files in {len(batches)} batches, enriched "
-          f"(steps arrival, enrich{f', slowed {args.slow_ms} ms' if args.slow_ms else ''}) "
-          f"into {args.work_dir / 'out'} (parquet)")
-    return 0
+        writer.start()             # once the query is there to read the files
+        return query
+
+    return run_example(NAME, args, start, summary, before_stop=stop.set)
 
 
 if __name__ == "__main__":

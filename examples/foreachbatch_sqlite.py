@@ -16,12 +16,8 @@ A plain PySpark job: it never imports the monitoring product, which follows it f
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import signal
 import sqlite3
 import sys
-import tempfile
 import time
 from contextlib import closing
 from pathlib import Path
@@ -29,7 +25,10 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from _common import QueryRun, SizeFlag, example_parser, parse_example_args, run_example, start_writer
+
 NAME = "foreachbatch_sqlite"
+RATE = SizeFlag("--rate", 1000, "rows per second of the rate source")
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS totals (key INTEGER PRIMARY KEY, rows INTEGER NOT NULL,
                                    value_sum INTEGER NOT NULL, max_value INTEGER NOT NULL);
@@ -42,29 +41,9 @@ ON CONFLICT (key) DO UPDATE SET rows = rows + excluded.rows, value_sum = value_s
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """Read the command line."""
-    p = argparse.ArgumentParser(prog=NAME, description=__doc__.splitlines()[0])
-    p.add_argument("--duration", type=float, default=60, help="seconds to run from the first rows (0: until Ctrl-C)")
-    p.add_argument("--rate", type=int, default=1000, help="rows per second of the rate source")
-    p.add_argument("--trigger-ms", type=int, default=1000, help="processing-time trigger (0: back to back)")
-    # The system temp dir, not the current folder: an example must not litter the user's
-    # checkout. Pass the same --work-dir again to resume from the checkpoint and database.
-    p.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark-examples" / NAME)
-    p.add_argument("--slow-ms", type=int, default=0, help="sleep this long in each batch, after its write")
-    p.add_argument("--master", help="Spark master (default local[2], unless spark-submit set one)")
-    p.add_argument("--progress-out", type=Path, help="also write Spark's progress of every batch here (JSON)")
-    args = p.parse_args(argv)
-    if args.rate <= 0 or args.trigger_ms < 0 or args.duration < 0 or args.slow_ms < 0:
-        p.error("--rate must be > 0; --trigger-ms, --duration and --slow-ms >= 0")
-    return args
-
-
-def master_of(flag: str | None) -> str | None:
-    """Return the master to set: the flag's, else local[2] unless a launcher already chose one."""
-    # spark-submit starts the JVM (with its --master or spark-defaults' spark.master) before
-    # Python and passes its gateway port down: setting a master here would override the user's.
-    launched = "PYSPARK_GATEWAY_PORT" in os.environ or "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
-    return flag or (None if launched else "local[2]")
+    """Read the command line (pass the same --work-dir again to resume from the checkpoint and database)."""
+    p = example_parser(NAME, __doc__, RATE, slow_help="sleep this long in each batch, after its write")
+    return parse_example_args(p, RATE, argv)
 
 
 def open_database(path: Path) -> sqlite3.Connection:
@@ -106,40 +85,18 @@ def start_query(spark: SparkSession, args: argparse.Namespace):
     rows = (spark.readStream.format("rate").option("rowsPerSecond", args.rate)
             .option("numPartitions", 2).load()
             .select((F.col("value") % 10).alias("key"), "value"))
-    writer = (rows.writeStream.queryName(NAME)
-              .foreachBatch(upsert_into(args.work_dir / "totals.sqlite", NAME, args.slow_ms))
-              .option("checkpointLocation", str(args.work_dir / "checkpoint")))
-    if args.trigger_ms:
-        writer = writer.trigger(processingTime=f"{args.trigger_ms} milliseconds")
-    return writer.start()
+    return start_writer(rows.writeStream.queryName(NAME)
+                        .foreachBatch(upsert_into(args.work_dir / "totals.sqlite", NAME, args.slow_ms)), args)
 
 
-def follow(query, duration_s: float, batches: dict[int, dict]) -> None:
-    """Collect each batch's progress for `duration_s` after the first rows (0: forever), or until the query ends."""
-    # Counted from the first batch with rows, not from the start: start-up (the JVM, the
-    # first plan) takes 5 s on an idle laptop and three times that on a busy one.
-    deadline = float("inf")
-    while query.isActive and time.monotonic() < deadline:
-        time.sleep(0.5)
-        collect(query, batches)
-        if duration_s > 0 and deadline == float("inf") and any(p["numInputRows"] for p in batches.values()):
-            deadline = time.monotonic() + duration_s
-
-
-def collect(query, batches: dict[int, dict]) -> None:
-    """Add the progress reports Spark keeps (the last 100) to `batches`, by batch id."""
-    for p in query.recentProgress:
-        batches[p["batchId"]] = json.loads(p.json)
-
-
-def stop_between_batches(query, wait_s: float = 10) -> None:
-    """Stop the query once its current batch is done (waiting up to `wait_s`), so Spark commits it."""
-    # stop() interrupts a running batch: its output may be written and its commit not, and
-    # the next start replays it. Between two batches nothing is in flight.
-    deadline = time.monotonic() + wait_s
-    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
-        time.sleep(0.05)
-    query.stop()
+def summary(spark: SparkSession, args: argparse.Namespace, run: QueryRun) -> str:
+    """Return the summary line: rows read this run, rows and keys in the database, replays skipped."""
+    db = args.work_dir / "totals.sqlite"
+    with closing(open_database(db)) as conn:
+        stored, keys, skipped = conn.execute("SELECT coalesce(sum(rows), 0), count(*), (SELECT coalesce("
+                                             "sum(replays_skipped), 0) FROM progress) FROM totals").fetchone()
+    return (f"{NAME}: {run.rows} rows in {len(run.batches)} batches this run; {db} holds {stored} rows "
+            f"over {keys} keys ({skipped} replayed batches skipped)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,39 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     except sqlite3.Error as e:
         print(f"{NAME}: cannot open {db}: {e}", file=sys.stderr)
         return 2
-    builder = SparkSession.builder.appName(NAME)
-    if master := master_of(args.master):
-        builder = builder.master(master)
-    # Two shuffle partitions for the per-batch totals; no progress bar to bury the summary.
-    spark = (builder.config("spark.sql.shuffle.partitions", "2")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)   # `kill` stops as Ctrl-C does
-    batches: dict[int, dict] = {}
-    query = None
-    try:
-        query = start_query(spark, args)
-        follow(query, args.duration, batches)
-    except KeyboardInterrupt:
-        print(f"{NAME}: interrupted, stopping the query after its current batch", file=sys.stderr)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        if query is not None:
-            stop_between_batches(query)
-            collect(query, batches)
-        failure = query.exception() if query is not None else None
-        spark.stop()
-    if failure is not None:
-        print(f"{NAME}: the query failed: {failure}", file=sys.stderr)
-        return 1
-    with closing(open_database(db)) as conn:
-        stored, keys, skipped = conn.execute("SELECT coalesce(sum(rows), 0), count(*), (SELECT coalesce("
-                                             "sum(replays_skipped), 0) FROM progress) FROM totals").fetchone()
-    rows = sum(p["numInputRows"] for p in batches.values())
-    if args.progress_out:       # Spark's own figures, for comparing runs (bench/monitor_overhead.py)
-        args.progress_out.write_text(json.dumps({"progress": [batches[b] for b in sorted(batches)]}))
-    print(f"{NAME}: {rows} rows in {len(batches)} batches this run; {db} holds {stored} rows "
-          f"over {keys} keys ({skipped} replayed batches skipped)")
-    return 0
+    # Two shuffle partitions for the per-batch totals, not Spark's default 200.
+    return run_example(NAME, args, start_query, summary, shuffle_partitions=2)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ TIMEOUT_S = 240
 # The examples that stand for a user's own job, followed from outside: they must run without
 # the product installed. (files_enrich.py imports the product's latency recorders on purpose.)
 PLAIN = ("rate_windowed", "foreachbatch_sqlite", "stream_join")
+# What the examples share (examples/_common.py, imported by name): it must not import the project either.
+COMMON = "_common"
 PROJECT_PACKAGES = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()} | {"marketspread", "tests"}
 
 
@@ -73,8 +75,9 @@ def _wait_for(predicate, timeout_s: float = TIMEOUT_S) -> None:
         time.sleep(0.2)
 
 
-def _load(name: str):
+def _load(name: str, monkeypatch):
     """Import an example as a module (its `main()` does not run)."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))        # as running it does: `from _common import ...`
     spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -112,7 +115,7 @@ def _assert_db_matches_source(work_dir: Path) -> int:
 
 
 def test_the_plain_examples_never_import_the_project():
-    for f in (EXAMPLES / f"{name}.py" for name in PLAIN):
+    for f in (EXAMPLES / f"{name}.py" for name in (*PLAIN, COMMON)):
         for node in ast.walk(ast.parse(f.read_text(), str(f))):
             if isinstance(node, ast.ImportFrom):
                 assert node.level == 0, f"{f.name}:{node.lineno}: relative import"
@@ -125,8 +128,8 @@ def test_the_plain_examples_never_import_the_project():
             assert not project, f"{f.name}:{node.lineno} imports {project}: an example is a user's own job"
 
 
-def test_a_replayed_batch_id_is_not_added_twice(tmp_path):
-    example = _load("foreachbatch_sqlite")
+def test_a_replayed_batch_id_is_not_added_twice(tmp_path, monkeypatch):
+    example = _load("foreachbatch_sqlite", monkeypatch)
     db = tmp_path / "totals.sqlite"
     assert example.apply_batch(db, "q", 0, [(1, 2, 10, 7), (2, 1, 3, 3)])
     assert example.apply_batch(db, "q", 1, [(1, 1, 8, 8)])

@@ -29,6 +29,7 @@ from engine.ingress.stats import read_stats  # noqa: E402
 from engine.ingress.log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head  # noqa: E402
 from engine.output.results import read_committed, result_tuples  # noqa: E402
 from engine.rule import reference_results  # noqa: E402
+from engine.tools.generate import generate  # noqa: E402
 
 Fleet, Proc, wait_until, session_members, log_tail = (e2e.Fleet, e2e.Proc, e2e.wait_until,
                                                       e2e.session_members, e2e.log_tail)
@@ -55,6 +56,24 @@ def start_ingress(fleet: Fleet, state: Path, *args, name: str = "ingress", nbbo_
         st = read_stats(state / "ingress")
         return st["ports"] if st and all(st.get("ports", {}).values()) else None
     return proc, wait_until(ports, 60, "the ingress to listen", [proc])
+
+
+def ingested_fleet(run_dir: Path, seed: int) -> tuple[Fleet, Path]:
+    """Return a fleet and its state folder, `<run_dir>/state`, where an ingress logged 5,000 quotes and orders."""
+    data, state = run_dir / "data", run_dir / "state"
+    data.mkdir()
+    nbbo, orders = data / "nbbo.msg", data / "orders.msg"
+    generate(nbbo, orders, symbols=50, nbbo=5_000, orders=5_000, wide_share=0.1, seed=seed)
+    fleet = fleet_for(run_dir)
+    try:
+        ingress, ports = start_ingress(fleet, state, "--no-metrics")
+        for s, f in (("nbbo", nbbo), ("orders", orders)):
+            assert send_outcome(ports[s], f.read_bytes()) == "acked"
+        assert stop_gracefully(fleet, ingress, 30) == 0, log_tail(ingress.log_path)
+    except BaseException:
+        fleet.stop_all()
+        raise
+    return fleet, state
 
 
 def start_job(fleet: Fleet, state: Path, *args, name: str = "job", master: str = "local[2]") -> Proc:

@@ -6,24 +6,14 @@ import shutil
 import pytest
 
 from engine.ingress.log import read_consumed
-from engine.tools.generate import generate
 
-from .harness import drain, fleet_for, log_tail, send_outcome, start_ingress, start_job, stop_gracefully
+from .harness import drain, ingested_fleet, log_tail, start_job, stop_gracefully
 
 
 @pytest.mark.slow
 def test_a_job_on_a_used_state_folder_without_its_checkpoint_names_the_choices_in_one_line(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    nbbo, orders = data / "nbbo.msg", data / "orders.msg"
-    generate(nbbo, orders, symbols=50, nbbo=5_000, orders=5_000, wide_share=0.1, seed=13)
-    fleet = fleet_for(tmp_path)
-    state = tmp_path / "state"
+    fleet, state = ingested_fleet(tmp_path, seed=13)
     try:
-        ingress, ports = start_ingress(fleet, state, "--no-metrics")
-        for s, f in (("nbbo", nbbo), ("orders", orders)):
-            assert send_outcome(ports[s], f.read_bytes()) == "acked"
-        assert stop_gracefully(fleet, ingress, 30) == 0, log_tail(ingress.log_path)
         job = start_job(fleet, state, "--no-metrics", name="job-0")
         head = drain(state, job)
         assert stop_gracefully(fleet, job) == 0, log_tail(job.log_path)
