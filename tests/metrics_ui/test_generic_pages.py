@@ -61,7 +61,8 @@ def test_runs_and_job_pages_follow_any_query(dash_duo, ui_app, influx_client):
         assert len(_wait_traces(dash_duo, graph)) == traces, graph
     assert not dash_duo.find_element("#job-ingress").is_displayed()            # Market Spread's ingress: none here
 
-    # a zoom of a section's chart becomes the page's range, as on every other chart
+    # drawing the sections' charts leaves the range as it was; a zoom of one of them makes it the page's range
+    assert not dash_duo.find_element("#job-range input[value='custom']").is_selected()
     lo, hi = (time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime((g.start_ns + k * NS) / NS)) for k in (5, 20))
     dash_duo.driver.execute_script(
         "const gd = document.querySelector('#job-executors-heap .js-plotly-plot');"
