@@ -254,7 +254,7 @@ def refresh_backpressure(window, run, digests):
     rng, interval, revision, markers = _unpack(window)
     shown = TimeRange(*window.get("shown", rng))
     try:
-        order = tuple(window.get("steps") or MARKET_SPREAD_STEPS)
+        order = tuple(window.get("steps", MARKET_SPREAD_STEPS))    # a query that records no steps: none
         bp = c.store().backpressure_view(run, _status_read(window), interval, order)
     except InfluxError:
         return (dash.no_update,) * 5                  # the main callback's banner says so

@@ -79,6 +79,8 @@ def test_a_query_without_state_or_executors_says_so(dash_duo, ui_app, influx_cli
     dash_duo.start_server(ui_app, port=free_port())
     dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/plain")
     dash_duo.wait_for_contains_text("#job-executors-summary", "not reported by this query", timeout=TIMEOUT)
+    dash_duo.wait_for_element("#job-graph .graph-job", timeout=TIMEOUT)
+    assert not dash_duo.find_elements("#job-graph .graph-node")     # no steps recorded: no chain of steps
     dash_duo.wait_for_contains_text("#job-sources-table", SOURCES[1], timeout=TIMEOUT)
     dash_duo.wait_for_contains_text("#job-percentiles", "no latency steps recorded by this query", timeout=TIMEOUT)
     assert dash_duo.get_logs() == []
