@@ -293,11 +293,11 @@ class IngressServer:
             for conn in victims:
                 self._c.accepted[conn.stream] -= conn.uncommitted
         self._disk_failed = True
-        self._mute("disk")           # all of this before the resets: a sender seeing one sees it done
         what = "disk full" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "disk error"
         log.error("%s: %s (log write failed: %s); %d records not stored were truncated away, "
                   "%d connections reset; ingress muted until space returns", what,
                   describe_free(self.cfg.log_dir), err.strerror or err, lost, len(victims))
+        self._mute("disk")           # all of this before the resets: a sender seeing one sees it done
         for conn in victims:
             conn.accepted -= conn.uncommitted
             conn.uncommitted = 0
@@ -491,21 +491,20 @@ class IngressServer:
         """Stop reading every connection for `why` ("backlog", "disk"); TCP pushes back on senders."""
         first = not self._why_muted
         self._why_muted.add(why)
+        if first:
+            for conn in self._conns:
+                if conn.registered:
+                    self._sel.unregister(conn.sock)
+                    conn.registered = False
+            with self._lock:
+                self._muted, self._muted_since = True, time.monotonic()
+                self._c.mute_episodes += 1
+            if why == "backlog":
+                log.info("ingress muted: backlog %d records > %d", self._writer.size - self._consumed,
+                         self.cfg.max_backlog)
         if why == "disk":                # a sender would wait out the disk, give up, and send again
-            for conn in list(self._conns):
+            for conn in list(self._conns):      # last: a sender seeing its reset sees the ingress muted
                 self._close(conn, reset=True)
-        if not first:
-            return
-        for conn in self._conns:
-            if conn.registered:
-                self._sel.unregister(conn.sock)
-                conn.registered = False
-        with self._lock:
-            self._muted, self._muted_since = True, time.monotonic()
-            self._c.mute_episodes += 1
-        if why == "backlog":
-            log.info("ingress muted: backlog %d records > %d", self._writer.size - self._consumed,
-                     self.cfg.max_backlog)
 
     def _unmute(self, why: str) -> None:
         self._why_muted.discard(why)
