@@ -176,7 +176,7 @@ class PanelStore:
                     out.append(Marker(int(r["time"]), r["state"].lower(), f"{rule} {r['state']}"))
         return sorted(out, key=lambda m: m.time_ns)
 
-    def _optional(self, q: str, params: dict) -> list:
+    def _optional(self, q: str, params: dict | None) -> list:
         """Run a query of an optional measurement: a refusal (e.g. no such database yet) reads as none."""
         try:
             return self.client.query(q, params)

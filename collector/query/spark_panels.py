@@ -13,7 +13,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from collector.influx import InfluxError
 
 from collector.query.panels import RUNS, SPARK_PROGRESS, PanelStore
 from collector.query.ranges import TimeRange, format_time
@@ -175,14 +174,6 @@ def _label(tags: dict, key: str, queries: set[str]) -> str:
 class SparkPanelStore(PanelStore):
     """Read-only queries of any streaming query's measurements; MetricsStore is one."""
 
-    def _try(self, q: str, params: dict | None) -> list:
-        try:
-            return self.client.query(q, params)
-        except InfluxError as e:
-            if e.status is None:
-                raise
-            return []
-
     def query_summaries(self, only: str | None = None) -> dict[str, QuerySummary]:
         """Return every run's (or `only`'s) queries, first and newest batch, newest input rate and rows.
 
@@ -190,7 +181,7 @@ class SparkPanelStore(PanelStore):
         the first and newest `spark_progress` point per query, and the rows over the run.
         """
         where, params = ('"run" = $run', {"run": only}) if only is not None else ("time > 0", None)
-        series = self._try("; ".join((
+        series = self._optional("; ".join((
             f'SELECT "query_id", "status", "app_id", "trigger_ms", "steps" FROM "{RUNS}" WHERE {where} '
             'GROUP BY "run", "query" ORDER BY time DESC LIMIT 1',
             f'SELECT "batch_ms", "input_rows_per_s" FROM "{SPARK_PROGRESS}" WHERE {where} '
@@ -229,7 +220,7 @@ class SparkPanelStore(PanelStore):
     def source_view(self, run: str, rng: TimeRange, interval_s: int) -> SourceView:
         """Return the run's sources' rates and rows behind per `interval_s` bucket, and each one's newest figures."""
         where, params = self._where(run, rng)
-        series = self._try("; ".join((
+        series = self._optional("; ".join((
             f'SELECT mean("input_rows_per_s") AS "in", mean("processed_rows_per_s") AS "out", '
             f'max("rows_behind") AS "behind", max("files_behind") AS "files" FROM "{SPARK_SOURCE}" '
             f'WHERE {where} GROUP BY time({int(interval_s)}s), "query", "source" fill(none)',
@@ -255,7 +246,7 @@ class SparkPanelStore(PanelStore):
     def query_batch_view(self, run: str, rng: TimeRange, interval_s: int) -> QueryBatchView:
         """Return batch durations, the trigger and the share of batches that overran it, per `interval_s` bucket."""
         where, params = self._where(run, rng)
-        series = self._try(
+        series = self._optional(
             f'SELECT mean("batch_ms") AS "mean", max("batch_ms") AS "slowest", count("batch_ms") AS "batches", '
             f'sum("overran") AS "overran", count("overran") AS "judged", max("trigger_ms") AS "trigger" '
             f'FROM "{SPARK_PROGRESS}" WHERE {where} GROUP BY time({int(interval_s)}s) fill(none)', params)
@@ -275,7 +266,7 @@ class SparkPanelStore(PanelStore):
         """Return each stateful operator's rows, memory and late rows per bucket, and the watermark delay."""
         where, params = self._where(run, rng)
         by_time = f"GROUP BY time({int(interval_s)}s)"
-        series = self._try("; ".join((
+        series = self._optional("; ".join((
             f'SELECT last("rows_total") AS "rows", max("memory_bytes") AS "memory", sum("late_rows") AS "late" '
             f'FROM "{SPARK_STATE}" WHERE {where} {by_time}, "query", "operator" fill(none)',
             f'SELECT last("rows_total") AS "rows", last("memory_bytes") AS "memory", sum("late_rows") AS "late_sum" '
@@ -317,7 +308,7 @@ class SparkPanelStore(PanelStore):
         inner = ", ".join(f'non_negative_derivative("{f}", 1s) AS "{f}"' for f in counters)
         rate = ", ".join(f'mean("{f}") AS "{f}"' for f in counters)
         last = ", ".join(f'last("{f}") AS "{f}"' for f in _EXECUTOR_FIELDS)
-        series = self._try("; ".join((
+        series = self._optional("; ".join((
             f'SELECT max("heap_used_bytes") AS "heap_used", max("heap_max_bytes") AS "heap_max", '
             f'mean("running_tasks") AS "tasks" FROM "{SPARK_EXECUTOR}" WHERE {where} {by}',
             f'SELECT {rate} FROM (SELECT {inner} FROM "{SPARK_EXECUTOR}" WHERE {where} GROUP BY "executor") '
