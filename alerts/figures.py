@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from collector.bins import format_ns
+from collector.vocabulary import (SPARK_EXECUTOR, SPARK_PROGRESS, SPARK_SOURCE, SPARK_STATE, TAG_APP, TAG_EXECUTOR,
+                                  TAG_OPERATOR, TAG_QUERY, TAG_RUN, TAG_SOURCE)
 
 DURATION, RATE, ROWS, BYTES, SHARE = "duration", "rate", "rows", "bytes", "share"
 QUERY, SOURCE, OPERATOR, EXECUTOR = "query", "source", "operator", "executor"
@@ -32,10 +34,10 @@ INCREASE = "increase"           # a cumulative counter's growth over the window 
 
 #: level -> (measurement, tags that identify one series of it)
 LEVELS: Mapping[str, tuple[str, tuple[str, ...]]] = {
-    QUERY: ("spark_progress", ("run", "query")),
-    SOURCE: ("spark_source", ("run", "query", "source")),
-    OPERATOR: ("spark_state", ("run", "query", "operator")),
-    EXECUTOR: ("spark_executor", ("app", "executor")),
+    QUERY: (SPARK_PROGRESS, (TAG_RUN, TAG_QUERY)),
+    SOURCE: (SPARK_SOURCE, (TAG_RUN, TAG_QUERY, TAG_SOURCE)),
+    OPERATOR: (SPARK_STATE, (TAG_RUN, TAG_QUERY, TAG_OPERATOR)),
+    EXECUTOR: (SPARK_EXECUTOR, (TAG_APP, TAG_EXECUTOR)),
 }
 
 _MS = 1e6                       # a field in ms, in ns

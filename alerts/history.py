@@ -18,11 +18,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from collector.influx import InfluxClient, InfluxError, Point
+from collector.vocabulary import ALERT_EVENTS, ALERT_NOTIFICATIONS, TAG_NAMESPACE, TAG_RULE
 
 from alerts.namespace import AlertNamespace
-
-ALERT_EVENTS = "alert_events"
-ALERT_NOTIFICATIONS = "alert_notifications"
 
 
 class AlertEvent(NamedTuple):
@@ -52,7 +50,7 @@ def event_point(e: AlertEvent, scope: str, namespace: AlertNamespace) -> Point:
     fields: dict = {"state": e.state, "previous": e.previous, "condition": e.condition, "scope": scope}
     if e.value is not None:
         fields["value"] = float(e.value)
-    return Point(ALERT_EVENTS, {"rule": e.rule, "namespace": namespace.id}, fields, e.at_ns)
+    return Point(ALERT_EVENTS, {TAG_RULE: e.rule, TAG_NAMESPACE: namespace.id}, fields, e.at_ns)
 
 
 def notification_point(n: NotificationRecord, namespace: AlertNamespace) -> Point:
@@ -60,7 +58,7 @@ def notification_point(n: NotificationRecord, namespace: AlertNamespace) -> Poin
     fields: dict = {"state": n.state, "attempt": int(n.attempt), "ok": bool(n.ok), "error": n.error, "url": n.url}
     if n.status is not None:
         fields["status"] = int(n.status)
-    return Point(ALERT_NOTIFICATIONS, {"rule": n.rule, "namespace": namespace.id}, fields, n.at_ns)
+    return Point(ALERT_NOTIFICATIONS, {TAG_RULE: n.rule, TAG_NAMESPACE: namespace.id}, fields, n.at_ns)
 
 
 def _event(rule: str, row: dict) -> AlertEvent:

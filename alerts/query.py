@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from collector.histogram import LatencyHistogram
 from collector.influx import InfluxClient
-from collector.query.series import LATENCY, merge_blobs
+from collector.query.series import merge_blobs
 from collector.query.ranges import format_time
 from collector.units import NS
+from collector.vocabulary import BACKPRESSURE as BACKPRESSURE_MEASUREMENT, LATENCY, STEP_JOB, TAG_RUN, TAG_STEP
 
 from alerts.figure_query import read_figure
 from alerts.rules import BACKLOG, BACKPRESSURE, FIGURE, LATENCY as KIND_LATENCY, THROUGHPUT, Rule
@@ -38,11 +39,11 @@ class MetricReader:
     def _where(self, rule: Rule, start_ns: int, end_ns: int, scoped: bool) -> tuple[str, dict]:
         clauses, params = ["time >= $start AND time < $end"], {"start": format_time(start_ns),
                                                                  "end": format_time(end_ns)}
-        tags = {"run": rule.job}
+        tags = {TAG_RUN: rule.job}
         if scoped:
             tags.update(step=rule.step, pipeline=rule.pipeline, worker=rule.worker)
         else:
-            tags["step"] = "job"
+            tags[TAG_STEP] = STEP_JOB
         for key, value in tags.items():
             if value is not None:
                 clauses.append(f'"{key}" = ${key}')
@@ -68,6 +69,6 @@ class MetricReader:
             total = sum(v[1] or 0 for s in series for v in s.values)
             return total / rule.window_s if series else None
         where, params = self._where(rule, now_ns - window_ns, now_ns, False)
-        q = f'SELECT mean("{_JOB_FIELDS[kind]}") FROM "backpressure" WHERE {where} GROUP BY "run"'
+        q = f'SELECT mean("{_JOB_FIELDS[kind]}") FROM "{BACKPRESSURE_MEASUREMENT}" WHERE {where} GROUP BY "run"'
         means = [v[1] for s in self.client.query(q, params) for v in s.values if v[1] is not None]
         return float(max(means)) if means else None

@@ -24,13 +24,14 @@ from urllib.parse import urlsplit
 
 from collector.bins import format_ns
 from collector.names import check_name, check_tag_value
+from collector.vocabulary import STEP_E2E
 
 from alerts.figures import EXECUTOR, FIGURE_NAMES, FIGURES, MOST, check_aggregate, format_value, level_of, \
     parse_threshold
 
 LATENCY, THROUGHPUT, BACKLOG, BACKPRESSURE = "latency", "throughput", "backlog", "backpressure"
 FIGURE = "figure"                # a Spark query's generic figure (alerts.figures)
-DEFAULT_STEP = "start-to-end"
+DEFAULT_STEP = STEP_E2E
 DEFAULT_WINDOW_S = 60.0
 MIN_WINDOW_S, MAX_WINDOW_S = 1.0, 86400.0
 MAX_FOR_S = 86400.0

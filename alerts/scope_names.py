@@ -22,9 +22,8 @@ import difflib
 from dataclasses import dataclass
 
 from collector.influx import InfluxClient, InfluxError
-from collector.samples import PIPELINES, STEPS
-from collector.query.series import LATENCY
 from collector.query.store import MetricsStore
+from collector.vocabulary import LATENCY, MARKET_SPREAD_STEPS as STEPS, PIPELINES
 
 from alerts.figures import EXECUTOR, FIGURES, LEVELS, OPERATOR, QUERY, SOURCE
 from alerts.rules import FIGURE, Rule

@@ -25,10 +25,7 @@ from typing import Iterable, NamedTuple, Protocol, Sequence
 
 from collector.influx import Point
 from collector.units import NS
-
-BACKPRESSURE = "backpressure"
-STEP_JOB = "job"
-STEP_INGRESS = "ingress"
+from collector.vocabulary import BACKPRESSURE, STEP_INGRESS, STEP_JOB, TAG_RUN, TAG_STEP  # noqa: F401 (importers' names)
 OK, LOW, HIGH = "OK", "LOW", "HIGH"
 OK_MAX, LOW_MAX = 0.10, 0.50          # Flink's thresholds (inclusive upper bounds)
 WINDOW_S = 10.0
@@ -251,4 +248,4 @@ def backpressure_point(run: str, step: str, figures: BackpressureFigures, ts_ns:
             fields[name] = float(v)
     if figures.backlog is not None:
         fields["backlog"] = int(figures.backlog)
-    return Point(BACKPRESSURE, {"run": run, "step": step}, fields, int(ts_ns))
+    return Point(BACKPRESSURE, {TAG_RUN: run, TAG_STEP: step}, fields, int(ts_ns))

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 from collector.influx.lineproto import Point
 from collector.names import InvalidName, check_name
+from collector.vocabulary import SPARK_EXECUTOR, TAG_APP, TAG_EXECUTOR
 
-MEASUREMENT = "spark_executor"
+MEASUREMENT = SPARK_EXECUTOR
 #: A Graphite line longer than this (bytes, without the newline) is refused; Spark's are < 200.
 MAX_LINE_BYTES = 1024
 #: Spark refuses a sink period under one second (`MetricsSystem.checkMinimalPollingPeriod`).
@@ -159,7 +160,7 @@ class _Report:
             fields[GC_COUNT] = sum(n for pool, n in self.gc_count.items() if pool in self.gc_time)
         if not fields:
             return None
-        return Point(MEASUREMENT, {"app": app, "executor": executor}, fields, ts_s * 1_000_000_000)
+        return Point(SPARK_EXECUTOR, {TAG_APP: app, TAG_EXECUTOR: executor}, fields, ts_s * 1_000_000_000)
 
 
 class ExecutorReportAssembler:

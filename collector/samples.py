@@ -3,7 +3,7 @@
 A `StepSample` is one partition's histogram of one step for one batch, in sparse form.
 Recorders make them with numpy over whole batches (`record_step` per step). The Market
 Spread job's tasks write their batch's raw stamps beside its results instead, and its
-driver makes every step's samples from them (`engine.spark.step_metrics`), so they are
+driver makes every step's samples from them (`engine.formats.stamps`), so they are
 committed exactly when the batch's results are: a failed task attempt's or a rerun
 batch's samples are never counted twice.
 """
@@ -17,14 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from collector.histogram import SparseCounts, record_batch
+from collector.vocabulary import (MARKET_SPREAD_STEPS, PIPELINES, STEP_CHECK, STEP_E2E, STEP_INGRESS,  # noqa: F401
+                                  STEP_SINK, STEP_SOURCE)
 
-STEP_INGRESS = "ingress"
-STEP_SOURCE = "source"
-STEP_CHECK = "check_market_data"
-STEP_SINK = "sink"
-STEP_E2E = "start-to-end"
-STEPS = (STEP_INGRESS, STEP_SOURCE, STEP_CHECK, STEP_SINK, STEP_E2E)
-PIPELINES = ("nbbo", "orders")
+STEPS = MARKET_SPREAD_STEPS
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from collector.backpressure import WINDOW_S, IngressSample, backpressure_point, 
 from collector.histogram import SparseCounts, bucket_indices
 from collector.influx import InfluxClient, InfluxConfig, InfluxWriter, Point
 from collector.points import latency_point
-from collector.samples import STEP_INGRESS, STEPS, StepSample, worker_name
+from collector.samples import StepSample, worker_name
+from collector.vocabulary import INGRESS, INGRESS_BAD, MARKET_SPREAD_STEPS as STEPS, STEP_INGRESS, TAG_REASON, TAG_RUN
 
 from engine.ingress.log import read_head
 from engine.ingress.stats import read_stats
@@ -102,12 +103,12 @@ class IngressMetrics:
         second = now_ns - now_ns % 1_000_000_000
         # Bad frames per reason category (bounded by reason_category), cumulative like `bad`:
         # the dashboard charts their growth per reason (`ingress_bad`, docs/METRICS.md).
-        bad = [Point("ingress_bad", {"run": self.run, "reason": reason}, {"frames": int(n)}, second)
+        bad = [Point(INGRESS_BAD, {TAG_RUN: self.run, TAG_REASON: reason}, {"frames": int(n)}, second)
                for reason, n in sorted(st.bad_reasons.items())]
         return [self._status_point(st, now_ns), backpressure_point(self.run, BP_INGRESS, figures, now_ns), *bad]
 
     def _status_point(self, st, now_ns: int) -> Point:
-        return Point("ingress", {"run": self.run}, {
+        return Point(INGRESS, {TAG_RUN: self.run}, {
             "accepted": int(st.accepted_total), "bad": int(st.bad_total), "head": int(st.head),
             "consumed": int(st.consumed), "backlog": int(st.backlog), "muted": bool(st.muted),
             "muted_seconds": float(st.muted_seconds), "mute_episodes": int(st.mute_episodes),

@@ -20,6 +20,7 @@ from collector.influx import InfluxError
 from collector.query.panels import StepBackpressure
 from collector.query.series import MARKET_SPREAD_STEPS, START_TO_END, GroupStats
 from collector.query.store import MetricsStore
+from collector.vocabulary import STEP_CHECK, STEP_INGRESS, STEP_JOB, STEP_SINK, STEP_SOURCE
 from metrics_ui.figures import figure_patch
 from collector.query.ranges import DEFAULT_RANGE, RANGE_CUSTOM, RANGES, TimeRange, picker_time, resolve_range
 
@@ -324,8 +325,8 @@ BUSY_NOTE = ("Busy, for the job, is the share of time a micro-batch was running.
              "soon as one ends while events are waiting, so a job near 100 % busy is working at its capacity, "
              "not failing: it is behind only if the backlog grows or the ingress is muted (backpressured).")
 #: What Market Spread's steps do, under their names in the job graph (other jobs' steps go by name alone).
-_STEP_NOTES = {"ingress": "TCP ingress, ordered log", "source": "Spark source: log ranges",
-               "check_market_data": "the rule (stateful)", "sink": "results, fsync"}
+_STEP_NOTES = {STEP_INGRESS: "TCP ingress, ordered log", STEP_SOURCE: "Spark source: log ranges",
+               STEP_CHECK: "the rule (stateful)", STEP_SINK: "results, fsync"}
 
 
 def job_graph(latest: Sequence[StepBackpressure], graph_id: str, order: Sequence[str] = MARKET_SPREAD_STEPS
@@ -346,12 +347,12 @@ def job_graph(latest: Sequence[StepBackpressure], graph_id: str, order: Sequence
         if i:
             chain.append(html.Span("→", className="graph-arrow"))
         chain.append(node(step, _STEP_NOTES.get(step, "")))
-    job = by_step.get("job")
+    job = by_step.get(STEP_JOB)
     job_text = ("Spark query: " + ("—" if job is None or job.busy_share is None
                                     else f"{job.busy_share * 100:.0f} % of the time in a micro-batch"))
     return html.Div([html.Div(chain, className="graph-chain"),
                      html.Div([bp_badge(job.status if job else None), " ", job_text], className="graph-job",
-                              **{"data-step": "job"})], id=graph_id, className="job-graph")
+                              **{"data-step": STEP_JOB})], id=graph_id, className="job-graph")
 
 
 class FigureMemo:

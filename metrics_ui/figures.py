@@ -20,6 +20,7 @@ from collector.histogram import LatencyHistogram
 from collector.query.panels import BatchView, IngressView, Marker
 from collector.query.series import MARKET_SPREAD_STEPS, TimeSeries
 from collector.query.ranges import TimeRange
+from collector.vocabulary import PIPELINE_NBBO, PIPELINE_ORDERS, STEP_E2E, STEP_JOB
 
 NO_DATA = "no data yet for this run in the selected range"
 _MS = 1e6
@@ -44,14 +45,14 @@ CURVE_NINES = 5
 
 #: One colour per series name on every chart (pipelines, percentiles, the whole query), so a name
 #: keeps its colour from chart to chart; and a dash style per pipeline, so equal lines stay visible.
-COLOURS = {"nbbo": "#1f6fb4", "orders": "#e6731c", "all": "#1f6fb4",
+COLOURS = {PIPELINE_NBBO: "#1f6fb4", PIPELINE_ORDERS: "#e6731c", "all": "#1f6fb4",
            "p50": "#2c9c4a", "p99": "#e6731c", "p999": "#c0262d", "p9999": "#7b3fa0",
-           "start-to-end": "#555555", "job": "#c0262d"}
+           STEP_E2E: "#555555", STEP_JOB: "#c0262d"}
 _PALETTE = ("#1f6fb4", "#e6731c", "#2c9c4a", "#c0262d", "#7b3fa0", "#8c564b", "#d6589f", "#7f7f7f")
 #: Steps take their colour from their place in the run's step order (Market Spread's: ingress,
 #: source, check_market_data, sink), so a step keeps its colour on every chart of its run.
 _STEP_PALETTE = ("#1f6fb4", "#2c9c4a", "#e6731c", "#7b3fa0", "#8c564b", "#d6589f", "#17becf", "#bcbd22")
-DASHES = {"orders": "dash"}
+DASHES = {PIPELINE_ORDERS: "dash"}
 #: Legend names of the stored percentile fields.
 PERCENTILE_NAMES = {"p50": "p50", "p95": "p95", "p99": "p99", "p999": "p99.9", "p9999": "p99.99"}
 _MARKER_COLOURS = {"start": "#2c9c4a", "end": "#555555", "firing": "#c0262d", "resolved": "#1f6fb4"}
@@ -293,7 +294,7 @@ def muted_figure(view: IngressView, title: str = "Ingress muted (backpressure)")
         return empty_figure(title, "no ingress figures for this run in the range")
     fig = go.Figure(layout=_LAYOUT)
     fig.add_trace(go.Scatter(x=_times(s.times_ns), y=[v * 100 for v in s.values], mode="lines", name="muted",
-                             fill="tozeroy", line=dict(color=COLOURS["job"]), hovertemplate="%{y:.0f} %"))
+                             fill="tozeroy", line=dict(color=COLOURS[STEP_JOB]), hovertemplate="%{y:.0f} %"))
     fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="time muted (%)", yaxis_range=[0, 100],
                       showlegend=False)
     return fig

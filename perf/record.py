@@ -14,13 +14,10 @@ from typing import Any
 
 from collector.influx import Point
 from collector.query.bench_runs import BenchStep
+from collector.vocabulary import BENCH_PROGRESS, BENCH_RUN, BENCH_STEP, PROCESS, STEP_E2E, TAG_LABEL, TAG_PROCESS, TAG_RUN, TAG_STEP
 
 from perf.sysinfo import MachineInfo, ProcessSample
 
-BENCH_RUN = "bench_run"            # one point per run: figures, machine, commit, commands, config
-BENCH_STEP = "bench_step"          # one point per run and step: latency percentiles of the window
-BENCH_PROGRESS = "bench_progress"  # one point per second: processed and ingested events/s
-PROCESS = "process"                # one point per second and process tree: CPU % and RSS
 SCHEMA_VERSION = 1
 
 
@@ -96,7 +93,7 @@ def _mean(values: list[float]) -> float:
 
 def record_points(rec: RunRecord) -> list[Point]:
     """Return the record's InfluxDB points (run summary, steps, progress, processes)."""
-    tags = {"run": rec.run, "label": rec.label}
+    tags = {TAG_RUN: rec.run, TAG_LABEL: rec.label}
     fields: dict[str, Any] = {
         "commit": rec.git_commit or "", "dirty": rec.git_dirty, "rate": int(rec.rate),
         "duration_s": float(rec.duration_s), "warmup_s": float(rec.warmup_s),
@@ -107,7 +104,7 @@ def record_points(rec: RunRecord) -> list[Point]:
         "mem_total_bytes": int(rec.machine.mem_total_bytes), "hostname": rec.machine.hostname,
         "command": json.dumps(rec.command), "commands": json.dumps(rec.commands),
         "config": json.dumps(rec.config, sort_keys=True, default=str)}
-    e2e = rec.step("start-to-end")
+    e2e = rec.step(STEP_E2E)
     if e2e is not None:
         fields.update(p50_ns=e2e.p50_ns, p99_ns=e2e.p99_ns)
     for name in sorted({p.name for p in rec.processes}):
@@ -116,7 +113,7 @@ def record_points(rec: RunRecord) -> list[Point]:
         fields[f"{name}_rss_max_bytes"] = max(p.rss_bytes for p in mine)
     points = [Point(BENCH_RUN, tags, fields, rec.started_ns)]
     for s in rec.steps:
-        points.append(Point(BENCH_STEP, {**tags, "step": s.step}, {
+        points.append(Point(BENCH_STEP, {**tags, TAG_STEP: s.step}, {
             "count": s.count, "p50": s.p50_ns, "p90": s.p90_ns, "p95": s.p95_ns, "p99": s.p99_ns,
             "p999": s.p999_ns, "max": s.max_ns, "mean": float(s.mean_ns)}, rec.started_ns))
     for p in rec.progress:
@@ -124,7 +121,7 @@ def record_points(rec: RunRecord) -> list[Point]:
             "processed": p.processed, "ingested": p.ingested, "processed_eps": float(p.processed_eps),
             "ingested_eps": float(p.ingested_eps)}, p.time_ns))
     for p in rec.processes:
-        points.append(Point(PROCESS, {**tags, "process": p.name}, {
+        points.append(Point(PROCESS, {**tags, TAG_PROCESS: p.name}, {
             "cpu_pct": float(p.cpu_percent), "rss_bytes": int(p.rss_bytes), "processes": int(p.processes)},
             p.time_ns))
     return points

@@ -38,14 +38,14 @@ from collections import deque
 
 from collector.backpressure import STEP_JOB, WINDOW_S, backpressure_point, job_figures, query_figures
 from collector.influx import Point
+from collector.vocabulary import RUNS, TAG_QUERY, TAG_RUN
 
 from spark_listener.events import JsonEventsListener
-from spark_listener.points import SPARK_PROGRESS, progress_point, source_points, state_points
+from spark_listener.points import progress_point, source_points, state_points
 from spark_listener.records import BatchProgress, QueryEnd, QueryStart, Record, parse_timestamp_ns, progress_record
 
 log = logging.getLogger(__name__)
 
-RUNS = "runs"
 STATUS_RUNNING, STATUS_FINISHED, STATUS_FAILED = "running", "finished", "failed"
 MAX_ERROR_CHARS = 500
 
@@ -270,7 +270,7 @@ class SparkMetricsListener(JsonEventsListener):
         return len(recs)
 
     def _points(self, rec: Record) -> list[Point]:
-        tags = {"run": rec.run, "query": rec.query}
+        tags = {TAG_RUN: rec.run, TAG_QUERY: rec.query}
         if isinstance(rec, QueryStart):
             st = self._runs[rec.run_id] = _RunState(rec.start_ns, True)
             return [Point(RUNS, tags, {"status": STATUS_RUNNING, "query_id": rec.query_id, "spark_run_id": rec.run_id,

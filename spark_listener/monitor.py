@@ -32,6 +32,7 @@ from collector.names import to_name
 from collector.points import latency_point
 from collector.settings import default_state_dir
 from collector.task_spool import collect_batch_figures, default_spool_dir, sweep
+from collector.vocabulary import LATENCY_UNCOUNTED, TAG_PIPELINE, TAG_RUN, TAG_STEP
 
 from spark_listener.latency import declared_steps
 from spark_listener.listener import SparkMetricsListener
@@ -41,7 +42,6 @@ log = logging.getLogger(__name__)
 
 GRAPHITE_PORT_KEY = "spark.metrics.conf.*.sink.graphite.port"
 GRAPHITE_HOST_KEY = "spark.metrics.conf.*.sink.graphite.host"
-LATENCY_UNCOUNTED = "latency_uncounted"
 #: Batch folders of task samples older than this, never reported done (a failed query), are removed.
 SPOOL_SWEEP_S = 3600.0
 
@@ -195,7 +195,7 @@ class SparkMonitor:
         batch = collect_batch_figures(self.spool_dir, rec.query_id, rec.batch_id)
         samples = batch.samples
         self.unreadable += batch.unreadable
-        out = [Point(LATENCY_UNCOUNTED, {"run": rec.run, "pipeline": rec.query, "step": u.step},
+        out = [Point(LATENCY_UNCOUNTED, {TAG_RUN: rec.run, TAG_PIPELINE: rec.query, TAG_STEP: u.step},
                      {"nulls": int(u.nulls), "negative": int(u.negative)}, rec.end_ns)
                for u in batch.uncounted.values() if u.nulls or u.negative]
         with self._lock:

@@ -6,12 +6,9 @@ calls these, never Spark's callback thread.
 from __future__ import annotations
 
 from collector.influx import Point
+from collector.vocabulary import SPARK_PROGRESS, SPARK_SOURCE, SPARK_STATE, TAG_OPERATOR, TAG_QUERY, TAG_RUN, TAG_SOURCE
 
 from spark_listener.records import BatchProgress
-
-SPARK_PROGRESS = "spark_progress"
-SPARK_SOURCE = "spark_source"
-SPARK_STATE = "spark_state"
 
 
 def progress_point(r: BatchProgress, dropped: int = 0, trigger_ms: int | None = None) -> Point:
@@ -39,7 +36,7 @@ def progress_point(r: BatchProgress, dropped: int = 0, trigger_ms: int | None = 
         fields["overran"] = int(r.batch_ms > trigger_ms)
     for phase, ms in r.durations_ms.items():
         fields[f"{phase}_ms"] = int(ms)
-    return Point(SPARK_PROGRESS, {"run": r.run, "query": r.query}, fields, r.ts_ns)
+    return Point(SPARK_PROGRESS, {TAG_RUN: r.run, TAG_QUERY: r.query}, fields, r.ts_ns)
 
 
 def source_points(r: BatchProgress) -> list[Point]:
@@ -55,13 +52,13 @@ def source_points(r: BatchProgress) -> list[Point]:
             v = getattr(s, name)
             if v is not None:
                 fields[name] = int(v)
-        out.append(Point(SPARK_SOURCE, {"run": r.run, "query": r.query, "source": s.source}, fields, r.ts_ns))
+        out.append(Point(SPARK_SOURCE, {TAG_RUN: r.run, TAG_QUERY: r.query, TAG_SOURCE: s.source}, fields, r.ts_ns))
     return out
 
 
 def state_points(r: BatchProgress) -> list[Point]:
     """One `spark_state` point (tags run, query, operator) per stateful operator of the batch."""
-    return [Point(SPARK_STATE, {"run": r.run, "query": r.query, "operator": o.operator},
+    return [Point(SPARK_STATE, {TAG_RUN: r.run, TAG_QUERY: r.query, TAG_OPERATOR: o.operator},
                   {"rows_total": o.rows_total, "rows_updated": o.rows_updated, "rows_removed": o.rows_removed,
                    "memory_bytes": o.memory_bytes, "late_rows": o.late_rows}, r.ts_ns)
             for o in r.operators]

@@ -20,11 +20,7 @@ from collector.query.compare_stats import Comparison, compare
 from collector.query.ranges import TimeRange
 from collector.query.series import START_TO_END, TimeSeries, step_rank
 from collector.query.store import MetricsStore
-
-BENCH_RUN = "bench_run"
-BENCH_STEP = "bench_step"
-BENCH_PROGRESS = "bench_progress"
-PROCESS = "process"
+from collector.vocabulary import BENCH_PROGRESS, BENCH_RUN, BENCH_STEP, PROCESS, TAG_PROCESS
 DEFAULT_THRESHOLD = 0.05           # 5 % worse than the baseline is a regression
 
 
@@ -174,8 +170,8 @@ class BenchStore:
         throughput = [_series(prog[0].values, prog[0].columns, "processed_eps", "processed")] if prog else []
         cpu, rss = [], []
         for s in self.client.query(f'SELECT "cpu_pct", "rss_bytes" FROM "{PROCESS}" WHERE "run" = $run '
-                                   f'GROUP BY "process"', p):
-            name = s.tags.get("process", "")
+                                   f'GROUP BY "{TAG_PROCESS}"', p):
+            name = s.tags.get(TAG_PROCESS, "")
             cpu.append(_series(s.values, s.columns, "cpu_pct", name))
             rss.append(_series(s.values, s.columns, "rss_bytes", name))
         start, end = int(row["window_start_ns"]), int(row["window_end_ns"])

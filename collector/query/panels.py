@@ -10,19 +10,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Sequence
 
-from collector.backpressure import BACKPRESSURE, STEP_JOB
+from collector.vocabulary import ALERT_EVENTS, BACKPRESSURE, INGRESS, INGRESS_BAD, RUNS, SPARK_PROGRESS, STEP_JOB
 from collector.influx import InfluxClient, InfluxError
 
 from collector.query.ranges import TimeRange, format_time
 from collector.query.series import MARKET_SPREAD_STEPS, START_TO_END, TimeSeries
 
 _BP_FIELDS = ("status", "busy_share", "backpressured_share", "idle_share", "backlog", "backlog_growth_per_s")
-SPARK_PROGRESS = "spark_progress"
 
-INGRESS = "ingress"
-INGRESS_BAD = "ingress_bad"
-RUNS = "runs"
-ALERT_EVENTS = "alert_events"
 #: `spark_progress` phases drawn stacked, in Spark's order within a trigger; `triggerExecution`
 #: is their whole and is drawn as the batch duration instead.
 SPARK_PHASES = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets")

@@ -19,12 +19,11 @@ from collector.histogram import LatencyHistogram, SparseCounts
 from collector.query.ranges import anchor_ns
 from collector.units import NS
 
-LATENCY = "latency"
-START_TO_END = "start-to-end"
-#: Market Spread's steps as its job declares them (its runs write no `steps`: a run with the
-#: `ingress` or `check_market_data` step is one of its runs).
-MARKET_SPREAD_STEPS = ("ingress", "source", "check_market_data", "sink", START_TO_END)
-_MARKET_SPREAD_MARKS = ("ingress", "check_market_data")
+from collector.vocabulary import LATENCY, MARKET_SPREAD_STEPS, STEP_CHECK, STEP_E2E, STEP_INGRESS  # noqa: F401
+
+START_TO_END = STEP_E2E
+#: Market Spread's runs write no `steps`: a run with the `ingress` or `check_market_data` step is one of its runs.
+_MARKET_SPREAD_MARKS = (STEP_INGRESS, STEP_CHECK)
 WALLAROO_PERCENTILES = (50.0, 95.0, 99.0, 99.9, 99.99)
 _DECODE_CACHE = 50_000
 

@@ -14,13 +14,10 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 
-from collector.query.panels import RUNS, SPARK_PROGRESS, PanelStore
+from collector.query.panels import PanelStore
 from collector.query.ranges import TimeRange, format_time
 from collector.query.series import TimeSeries
-
-SPARK_SOURCE = "spark_source"
-SPARK_STATE = "spark_state"
-SPARK_EXECUTOR = "spark_executor"
+from collector.vocabulary import RUNS, SPARK_EXECUTOR, SPARK_PROGRESS, SPARK_SOURCE, SPARK_STATE
 _EXECUTOR_FIELDS = ("heap_used_bytes", "heap_max_bytes", "gc_time_ms", "gc_count", "cpu_time_ns", "running_tasks",
                     "shuffle_read_bytes", "shuffle_write_bytes")
 

@@ -27,7 +27,8 @@ from collector.query.spark_panels import SparkPanelStore, newest_app, parse_step
 from collector.query.ranges import TimeRange, format_time, is_live
 from collector.units import NS
 from collector.query.resolution import BASE_S, ROLLUPS_S, bucket_of, missing, plan, rollups_up_to
-from collector.query.series import (LATENCY, MARKET_SPREAD_STEPS, START_TO_END, WALLAROO_PERCENTILES, JobView, RunInfo, SeriesKey,
+from collector.vocabulary import BACKPRESSURE, LATENCY, RUNS, STEP_JOB
+from collector.query.series import (MARKET_SPREAD_STEPS, START_TO_END, WALLAROO_PERCENTILES, JobView, RunInfo, SeriesKey,
                                     StepView, TimeSeries, group_stats, is_market_spread, last_step,
                                     merge_blobs, step_order, step_rank)
 
@@ -203,10 +204,10 @@ class MetricsStore(SparkPanelStore):
         return found[0] if found else None
 
     def _backpressure(self, only: str | None) -> dict[str, str]:
-        where, params = ('WHERE "run" = $run AND "step" = \'job\'', {"run": only}) if only else \
-            ("WHERE \"step\" = 'job'", None)
+        where, params = (f'WHERE "run" = $run AND "step" = \'{STEP_JOB}\'', {"run": only}) if only else \
+            (f"WHERE \"step\" = '{STEP_JOB}'", None)
         try:
-            series = self.client.query(f'SELECT last("status") FROM "backpressure" {where} GROUP BY "run"', params)
+            series = self.client.query(f'SELECT last("status") FROM "{BACKPRESSURE}" {where} GROUP BY "run"', params)
         except InfluxError as e:
             if e.status is None:
                 raise
@@ -216,7 +217,7 @@ class MetricsStore(SparkPanelStore):
     def _failed_runs(self, only: str | None) -> set[str]:
         where, params = ('WHERE "run" = $run', {"run": only}) if only else ("", None)
         try:
-            series = self.client.query(f'SELECT last("status") FROM "runs" {where} GROUP BY "run"', params)
+            series = self.client.query(f'SELECT last("status") FROM "{RUNS}" {where} GROUP BY "run"', params)
         except InfluxError as e:
             if e.status is None:
                 raise
@@ -229,7 +230,7 @@ class MetricsStore(SparkPanelStore):
         """Return the steps a run has data for, in its job's order (`step_order`)."""
         series = self.client.query(
             f'SELECT "count" FROM "{LATENCY}" WHERE "run" = $run GROUP BY "step" ORDER BY time ASC LIMIT 1; '
-            'SELECT "steps" FROM "runs" WHERE "run" = $run GROUP BY "query" ORDER BY time DESC LIMIT 1', {"run": run})
+            f'SELECT "steps" FROM "{RUNS}" WHERE "run" = $run GROUP BY "query" ORDER BY time DESC LIMIT 1', {"run": run})
         seen = {s.tags.get("step", ""): int(s.values[0][0]) for s in series if s.name == LATENCY and s.values}
         declared = tuple(dict.fromkeys(x for s in series if s.name != LATENCY for r in s.values
                                        for x in parse_steps(r[1])))

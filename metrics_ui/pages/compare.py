@@ -17,6 +17,7 @@ from dash import Input, Output, callback, dcc, html
 
 from collector.bins import format_ns
 from collector.influx import InfluxError
+from collector.vocabulary import STEP_E2E
 
 from metrics_ui import components as c
 from metrics_ui import compare_figures as cf
@@ -162,7 +163,7 @@ def _verdict_rows(groups: list[list[BenchRun]], judged: list[list[Comparison]], 
 
 
 def _summary_row(found: list[Comparison] | None, r: BenchRun, threshold: float) -> list:
-    e2e = next((s for s in r.steps if s.step == "start-to-end"), None)
+    e2e = next((s for s in r.steps if s.step == STEP_E2E), None)
     cpu, rss = r.mean(r.cpu, "job"), r.peak(r.rss, "job")
     return [dcc.Link(r.run, href=f"/run/{quote(r.run, safe='')}"), r.label, _verdict(found, threshold),
             c.fmt_rate(r.throughput_eps), c.fmt_latency(e2e.p50_ns if e2e else None),
