@@ -37,9 +37,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import e2e  # noqa: E402
-from engine.ingress.log import read_consumed, read_head  # noqa: E402
+from engine.formats.log import read_consumed, read_head  # noqa: E402
 from engine.ingress.stats import read_stats  # noqa: E402
-from engine.output.results import read_committed  # noqa: E402
+from engine.formats.batch import read_committed  # noqa: E402
 from engine.tools.generate import generate  # noqa: E402
 from engine.tools.sender import send_acknowledged  # noqa: E402
 from perf.fleet import Fleet, log_tail, wait_until  # noqa: E402

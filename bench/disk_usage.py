@@ -32,8 +32,8 @@ sys.path.insert(0, str(BENCH))
 import e2e  # noqa: E402  (also puts the project root on sys.path)
 from collector.influx.server import InfluxServer  # noqa: E402
 from engine.storage.diskspace import allocated_bytes  # noqa: E402
-from engine.ingress.log import RECORD_BYTES, read_consumed, read_head, segment_firsts  # noqa: E402
-from engine.output.results import retained_from  # noqa: E402
+from engine.formats.log import RECORD_BYTES, read_consumed, read_head, segment_firsts  # noqa: E402
+from engine.formats.batch import retained_from  # noqa: E402
 from engine.storage.retention import parse_duration_s  # noqa: E402
 
 DB = "disk"

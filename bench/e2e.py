@@ -41,8 +41,8 @@ from engine.config import Config  # noqa: E402
 from engine.wire.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE, Nbbo, Order  # noqa: E402
 from perf.fleet import Fleet, Proc, check_alive, log_tail, session_members, signals_ignored, wait_until  # noqa: E402,F401
 from engine.ingress.stats import read_stats  # noqa: E402
-from engine.ingress.log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head  # noqa: E402
-from engine.output.results import read_batch, read_committed  # noqa: E402
+from engine.formats.log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head  # noqa: E402
+from engine.formats.batch import read_batch, read_committed  # noqa: E402
 from engine.rule import reference_results  # noqa: E402
 from perf.sysinfo import SessionSampler  # noqa: E402
 from engine.tools.generate import generate  # noqa: E402

@@ -36,7 +36,7 @@ sys.path.insert(0, str(BENCH))
 import e2e  # noqa: E402  (also puts the project root on sys.path)
 from collector.influx import InfluxClient  # noqa: E402
 from collector.influx.server import InfluxServer  # noqa: E402
-from engine.ingress.log import read_consumed  # noqa: E402
+from engine.formats.log import read_consumed  # noqa: E402
 from engine.output.metrics_shipper import committed_intervals  # noqa: E402
 
 DB = "outage_bench"

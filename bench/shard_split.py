@@ -4,7 +4,7 @@
 
 Times `LogWriter.append` + `commit` (fsync off: the CPU, not the disk) of generated
 NBBO/order payloads in commits of `--commit` records, with the shard files of
-engine/ingress/shard_files.py following the log for 2 and 4 shards and none for 1, in a
+engine/formats/shard_files.py following the log for 2 and 4 shards and none for 1, in a
 temp folder beside the checkout (the state folder's file system, not a tmpfs). Best of
 `--repeat`; prints ms per million events and writes them to
 `bench/results/shard-split-<UTC time>.json`.
@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from engine.ingress.log import LogWriter  # noqa: E402
-from engine.ingress.shard_files import ShardFileWriter  # noqa: E402
+from engine.formats.log import LogWriter  # noqa: E402
+from engine.formats.shard_files import ShardFileWriter  # noqa: E402
 import e2e  # noqa: E402
 from engine.tools.generate import random_payloads  # noqa: E402
 

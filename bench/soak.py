@@ -45,7 +45,7 @@ sys.path.insert(0, str(BENCH))
 import e2e  # noqa: E402  (also puts the project root on sys.path)
 from collector.influx import InfluxClient  # noqa: E402
 from collector.influx.server import InfluxServer  # noqa: E402
-from engine.ingress.log import read_consumed, read_head  # noqa: E402
+from engine.formats.log import read_consumed, read_head  # noqa: E402
 
 DB = "soak"
 

@@ -30,9 +30,9 @@ sys.path.insert(0, str(BENCH.parent))
 
 from collector.backpressure import StepBusy  # noqa: E402
 from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, encode_samples  # noqa: E402
-from engine.spark.step_metrics import batch_samples, batch_stamps, decode_figures, interval_samples  # noqa: E402
+from engine.formats.stamps import batch_samples, batch_stamps, decode_figures, interval_samples  # noqa: E402
 from engine.wire.fixish import NBBO_TYPE, ORDER_TYPE  # noqa: E402
-from engine.wire.records import EventColumns  # noqa: E402
+from engine.formats.records import EventColumns  # noqa: E402
 
 CHUNK_NS = 200_000
 POLL = 20                                # batches a shipper's poll reads at 50k events/s

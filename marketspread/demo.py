@@ -23,9 +23,9 @@ from collector.influx.server import InfluxServer
 
 from collector.settings import environment
 from engine.config import Config
-from engine.ingress.log import read_consumed, read_head
+from engine.formats.log import read_consumed, read_head
 from engine.ingress.stats import read_stats
-from engine.output.results import BatchTail
+from engine.formats.batch import BatchTail
 from engine.tools.generate import generate
 from engine.tools.sender import send_files
 

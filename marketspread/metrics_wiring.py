@@ -19,7 +19,7 @@ from collector.points import latency_point
 from collector.samples import StepSample, worker_name
 from collector.vocabulary import INGRESS, INGRESS_BAD, MARKET_SPREAD_STEPS as STEPS, STEP_INGRESS, TAG_REASON, TAG_RUN
 
-from engine.ingress.log import read_head
+from engine.formats.log import read_head
 from engine.ingress.stats import read_stats
 
 log = logging.getLogger(__name__)

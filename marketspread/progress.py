@@ -11,7 +11,7 @@ import json
 
 from spark_listener.events import JsonEventsListener
 
-from engine.ingress.log import write_consumed
+from engine.formats.log import write_consumed
 
 
 def end_offset(progress) -> int | None:

@@ -20,10 +20,10 @@ from collector.names import check_name
 from collector.settings import environment
 
 from engine.config import Config
-from engine.ingress.log import read_consumed
+from engine.formats.log import read_consumed
 from engine.ingress.server import IngressServer
 from engine.output.metrics_shipper import MetricsShipper
-from engine.output.results import read_committed
+from engine.formats.batch import read_committed
 from engine.spark.session import build_session
 from engine.tools.sender import send_acknowledged
 from engine.wire.fixish import STREAM_NBBO, STREAM_ORDERS

@@ -12,16 +12,16 @@ from pathlib import Path
 from alerts.evaluator import start_evaluator
 
 from engine.config import Config
-from engine.ingress.log import read_consumed, read_head
+from engine.formats.log import read_consumed, read_head
 from engine.output.forwarder import ResultForwarder
 from engine.output.metrics_shipper import MetricsShipper, run_id_for
-from engine.spark.batch_output import BATCHES
+from engine.formats.batch import BATCHES
 from engine.spark.checkpoint import lost_checkpoint
 from engine.spark.job import start_query, stop_query
 from engine.spark.session import build_session
 from engine.storage.diskspace import describe_free, full_path, is_disk_full
 from engine.storage.retention import RetentionPolicy
-from engine.storage.retention_worker import RetentionWorker
+from marketspread.retention_worker import RetentionWorker
 from engine.storage.safe_delete import refuse_linked_folders
 from marketspread.metrics_wiring import attach_listener, detach_listener, open_writer
 from marketspread.progress import ConsumedOffsetListener

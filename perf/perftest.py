@@ -32,7 +32,7 @@ from collector.query.ranges import TimeRange
 from collector.query.store import MetricsStore
 from collector.settings import environment
 from engine.config import Config
-from engine.ingress.log import read_consumed, read_head
+from engine.formats.log import read_consumed, read_head
 from engine.ingress.stats import read_stats
 from engine.output.metrics_shipper import run_id_for
 from engine.tools.generate import generate

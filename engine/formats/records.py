@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.wire.fixish import NBBO_FIELDS, ORDER_FIELDS, ORDER_TYPE
-from engine.ingress.log import PAYLOAD_OFFSET, RECORD_BYTES
+from engine.formats.log import PAYLOAD_OFFSET, RECORD_BYTES
 
 # One event; for an NBBO `a, b` are bid and offer, for an order qty and price.
 EVENT_DTYPE = np.dtype([("seq", "<i8"), ("ingest_ns", "<i8"), ("kind", "i1"), ("side", "i1"),

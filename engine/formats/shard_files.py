@@ -48,9 +48,9 @@ from typing import NamedTuple
 import numpy as np
 
 from engine.storage.diskspace import is_shared_fs
-from engine.ingress.log import (RECORD_BYTES, LogReader, LogWriter, first_retained, read_u64, segment_firsts,
+from engine.formats.log import (RECORD_BYTES, LogReader, LogWriter, first_retained, read_u64, segment_firsts,
                                 unlink_size, write_u64)
-from engine.wire.records import record_symbols, shard_of
+from engine.formats.records import record_symbols, shard_of
 
 log = logging.getLogger(__name__)
 

@@ -46,8 +46,8 @@ from engine.ingress.admission import Admission, connection_cap
 from engine.ingress.deadletter import DeadLetter, DeadLetterFile
 from engine.storage.diskspace import SpaceMark, describe_free, disk_space
 from engine.wire.fixish import STREAM_NBBO, STREAM_ORDERS, BadFrame, FrameScanner, ScanResult
-from engine.ingress.log import LogWriter, read_consumed
-from engine.ingress.shard_files import ShardFileWriter
+from engine.formats.log import LogWriter, read_consumed
+from engine.formats.shard_files import ShardFileWriter
 from engine.ingress.stats import STATS_FILE, IngressCounters, IngressStats, reason_category, write_stats
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from engine.output.results import BatchTail, CommittedBatch, retained_from
+from engine.formats.batch import BatchTail, CommittedBatch, retained_from
 
 log = logging.getLogger(__name__)
 

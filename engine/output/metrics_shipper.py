@@ -1,8 +1,8 @@
 """Ship the job's committed latency samples to InfluxDB, from the driver, off the hot path.
 
-The state tasks write each batch's stamps beside its results (batch_output.py); they
+The state tasks write each batch's stamps beside its results (engine/formats/batch.py); they
 are read once per committed batch, in batch order, and histogrammed here, off the
-batch's path (engine.spark.step_metrics). An interval's samples come from several
+batch's path (engine.formats.stamps). An interval's samples come from several
 batches and reach InfluxDB seconds after they were read, so what a restarted job must
 re-read is saved in `metrics-position` as a `ShipPosition`: the oldest batch holding a
 sample of an interval not yet delivered, and the start of the oldest such interval (or
@@ -30,8 +30,8 @@ from collector.backpressure import WINDOW_S, StepBusy, backpressure_point, step_
 from collector.points import latency_point
 from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, StepSample, decode_samples
 
-from engine.output.results import BatchTail, committed_batches
-from engine.spark.step_metrics import BatchStamps, decode_figures, interval_samples, is_stamps, stamps_samples
+from engine.formats.batch import BatchTail, committed_batches
+from engine.formats.stamps import BatchStamps, decode_figures, interval_samples, is_stamps, stamps_samples
 
 log = logging.getLogger(__name__)
 

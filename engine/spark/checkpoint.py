@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.config import Config
-from engine.ingress.log import first_retained, read_consumed
+from engine.formats.log import first_retained, read_consumed
 
 log = logging.getLogger(__name__)
 

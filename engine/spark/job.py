@@ -10,18 +10,18 @@ from collector.backpressure import StepBusy
 from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, worker_name
 
 from engine.config import Config
-from engine.ingress.log import RECORD_BYTES, LogReader
-from engine.ingress.shard_files import read_shard
-from engine.spark.batch_output import ShardFigures, ShardOutput, stamp_frames
-from engine.spark.step_metrics import batch_stamps
-from engine.wire.records import decode_events, event_columns, shard_keys, shard_rows
-from engine.output.results import encode_results
+from engine.formats.log import RECORD_BYTES, LogReader
+from engine.formats.shard_files import read_shard
+from engine.formats.batch import ShardFigures, ShardOutput, stamp_frames
+from engine.formats.stamps import batch_stamps
+from engine.formats.records import decode_events, event_columns, shard_keys, shard_rows
+from engine.formats.result_frames import encode_results
 from engine.rule import apply_rule
 from engine.spark import shard_state, worker_memory
 from engine.spark.checkpoint import committed_batches
 from engine.spark.source import source_format, source_options
 
-# The function writes its own output and returns no rows (see batch_output.py).
+# The function writes its own output and returns no rows (see engine/formats/batch.py).
 OUTPUT_SCHEMA = "shard int"
 # Set by Spark's micro-batch loop on every job it runs; tasks read it from TaskContext.
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
@@ -46,7 +46,7 @@ def make_check_market_data(log_dir: str, out_dir: str, state_dir: str, n_shards:
     the batch's log range (from the shard files where they cover the range, else from
     the log, keeping its own), runs the rule over them from the shard's state before the
     batch (shard_state.py, in `state_dir`), writes the state after it, and writes the
-    shard's results and samples itself (batch_output.py). It yields nothing: the query's
+    shard's results and samples itself (engine/formats/batch.py). It yields nothing: the query's
     sink is Spark's `noop`, and a batch commits with Spark's own commit log. `bytes_read`,
     a Spark accumulator, if given, adds the bytes of records each task read.
     """

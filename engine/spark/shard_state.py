@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from engine.rule import ShardState
-from engine.spark.batch_output import fsync_dir
+from engine.formats.batch import fsync_dir
 
 _MAGIC = b"MSST1\n"
 _HEAD = struct.Struct("<6sQ")         # magic, symbols
@@ -110,7 +110,7 @@ def save(folder: str, shard: int, batch: int, state: ShardState, retain: int) ->
     except FileNotFoundError:            # the shard's first snapshot
         path.parent.mkdir(parents=True, exist_ok=True)
         f = open(tmp, "wb")
-    # Durable before the task ends, as the batch's results are (batch_output.py): a commit
+    # Durable before the task ends, as the batch's results are (engine/formats/batch.py): a commit
     # that survives a power cut must find the snapshot it followed, not an older one.
     try:
         with f:

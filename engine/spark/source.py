@@ -20,8 +20,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 
 from engine.spark.jvm_jar import has_class
-from engine.ingress.log import read_head
-from engine.wire.records import shard_keys
+from engine.formats.log import read_head
+from engine.formats.records import shard_keys
 
 SOURCE_NAME = "marketspread_ingress"
 JVM_SOURCE = "marketspread.spark.IngressSource"

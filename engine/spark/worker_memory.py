@@ -28,7 +28,7 @@ import gc
 
 import numpy as np
 
-from engine.ingress.log import RECORD_BYTES
+from engine.formats.log import RECORD_BYTES
 
 # glibc's mallopt parameters (malloc.h)
 _M_TRIM_THRESHOLD = -1

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from engine.wire.fixish import Nbbo, Order, iter_frames, decode_payload
-from engine.wire.records import symbol_int
+from engine.formats.records import symbol_int
 from engine.rule import ShardState, apply_rule, is_wide, reference_results
 
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from collector.settings import PROJECT_ROOT
-from engine.ingress.log import read_head, wait_for
+from engine.formats.log import read_head, wait_for
 from engine.ingress.stats import read_stats
 from marketspread.cli import build_parser, ingress_config
 from marketspread.ingress import SWITCH_INTERVAL_S
@@ -59,7 +59,7 @@ def test_the_receive_loop_waits_briefly_for_the_gil_and_the_interpreter_gets_its
     env = dict(os.environ, PYTHONPATH=str(ROOT), MS_STATE_DIR=str(tmp_path), MS_NBBO_PORT="0",
                MS_ORDERS_PORT="0", MS_FSYNC="0", MS_METRICS="0")
     code = ("import os, signal, sys, threading\n"
-            "from engine.config import Config; from engine.ingress.log import wait_for\n"
+            "from engine.config import Config; from engine.formats.log import wait_for\n"
             "from engine.ingress.stats import read_stats; from marketspread.ingress import run_ingress\n"
             "cfg = Config.from_env()\n"
             "def probe():\n"
@@ -77,7 +77,7 @@ def test_the_receive_loop_waits_briefly_for_the_gil_and_the_interpreter_gets_its
 
 
 def test_the_ingress_takes_the_shard_count_given_else_the_checkpoints(tmp_path, monkeypatch):
-    """It writes the shard files the job reads (engine/ingress/shard_files.py)."""
+    """It writes the shard files the job reads (engine/formats/shard_files.py)."""
     monkeypatch.delenv("MS_SHARDS", raising=False)
     args = ["ingress", "--state-dir", str(tmp_path)]
     assert ingress_config(build_parser().parse_args(args)).shards == 1

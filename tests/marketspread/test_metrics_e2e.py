@@ -10,7 +10,7 @@ from hdrh.histogram import HdrHistogram
 
 from collector.influx import InfluxClient
 from engine.config import Config
-from engine.ingress.log import read_consumed
+from engine.formats.log import read_consumed
 from marketspread.replay import replay
 from engine.output.metrics_shipper import committed_intervals
 from engine.tools.generate import generate

@@ -26,8 +26,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 import e2e  # noqa: E402  (bench/e2e.py: Fleet, session handling, waits)
 from engine.wire.fixish import TYPE_LEN, decode_payload  # noqa: E402
 from engine.ingress.stats import read_stats  # noqa: E402
-from engine.ingress.log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head  # noqa: E402
-from engine.output.results import read_committed, result_tuples  # noqa: E402
+from engine.formats.log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head  # noqa: E402
+from engine.formats.batch import read_committed  # noqa: E402
+from engine.formats.result_frames import result_tuples  # noqa: E402
 from engine.rule import reference_results  # noqa: E402
 from engine.tools.generate import generate  # noqa: E402
 

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from engine.ingress.log import read_consumed
+from engine.formats.log import read_consumed
 
 from .harness import drain, ingested_fleet, log_tail, start_job, stop_gracefully
 

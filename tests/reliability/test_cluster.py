@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from engine.wire.fixish import read_results
-from engine.output.results import read_committed, result_tuples
+from engine.formats.batch import read_committed
+from engine.formats.result_frames import result_tuples
 from engine.tools.generate import generate
 from engine.tools.sender import send_acknowledged
 

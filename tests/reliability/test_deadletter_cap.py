@@ -16,7 +16,7 @@ import pytest
 
 from engine.wire.fixish import Order, encode_order
 from engine.ingress.stats import read_stats
-from engine.ingress.log import read_head
+from engine.formats.log import read_head
 
 from .harness import fleet_for, log_tail, sleep_watching, start_ingress, stop_gracefully
 

@@ -19,7 +19,7 @@ import pytest
 
 from engine.wire.fixish import NBBO_STRUCT, ORDER_STRUCT, TYPE_LEN, frame, iter_frames
 from engine.ingress.stats import read_stats
-from engine.ingress.log import PAYLOAD_OFFSET, LogReader, read_head
+from engine.formats.log import PAYLOAD_OFFSET, LogReader, read_head
 from engine.tools.generate import generate
 from tests.tmpfs import fill, mounted_tmpfs
 

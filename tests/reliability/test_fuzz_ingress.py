@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from engine.wire.fixish import NBBO_LEN, NBBO_TYPE, ORDER_LEN, ORDER_TYPE, Nbbo, Order, encode_nbbo, encode_order
 from engine.ingress.stats import read_stats
-from engine.ingress.log import LogReader, read_head
+from engine.formats.log import LogReader, read_head
 
 from .harness import (check_exact, drain, fleet_for, log_tail, open_fds, rss_bytes, start_ingress,
                       start_job, stop_gracefully, wait_until)

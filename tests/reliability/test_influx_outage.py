@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from engine.ingress.log import read_consumed
+from engine.formats.log import read_consumed
 from engine.tools.generate import generate
 
 from .harness import (check_exact, drain, fleet_for, log_tail, sleep_watching, start_ingress, start_job,

@@ -16,7 +16,7 @@ import pytest
 
 from engine.wire.fixish import Order, encode_order
 from engine.ingress.stats import read_stats
-from engine.ingress.log import LogReader, read_head
+from engine.formats.log import LogReader, read_head
 from engine.tools.generate import generate
 
 from collector.influx.server import free_port

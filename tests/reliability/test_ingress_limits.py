@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from engine.ingress.log import read_head
+from engine.formats.log import read_head
 from engine.ingress.stats import read_stats
 from engine.tools.generate import generate
 from engine.wire.fixish import Order, encode_order

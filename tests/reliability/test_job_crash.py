@@ -13,7 +13,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from engine.ingress.log import read_consumed, read_head
+from engine.formats.log import read_consumed, read_head
 from engine.output.metrics_shipper import committed_intervals
 from engine.tools.generate import generate
 

@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 
 from engine.storage.diskspace import allocated_bytes
-from engine.ingress.log import DEFAULT_SEGMENT_RECORDS, RECORD_BYTES, LogReader, read_consumed, read_head, segment_firsts, write_hold
-from engine.output.results import RESULT_FRAME, read_retained, retained_from
+from engine.formats.log import DEFAULT_SEGMENT_RECORDS, RECORD_BYTES, LogReader, read_consumed, read_head, segment_firsts, write_hold
+from engine.formats.result_frames import RESULT_FRAME
+from engine.formats.batch import read_retained, retained_from
 
 from collector.influx.server import free_port
 from .harness import (drain, e2e, fleet_for, kill_session, log_tail, sleep_watching,

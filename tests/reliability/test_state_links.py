@@ -9,11 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from engine.config import Config
-from engine.ingress.log import LogWriter, segment_firsts
-from engine.ingress.shard_files import delete_shard_segments
-from engine.output.results import retained_from
-from engine.spark.batch_output import batch_dir
-from engine.storage.retention_worker import RetentionWorker
+from engine.formats.log import LogWriter, segment_firsts
+from engine.formats.shard_files import delete_shard_segments
+from engine.formats.batch import retained_from, batch_dir
+from marketspread.retention_worker import RetentionWorker
 from tests.engine.storage.test_retention import _commit, _write_batch
 
 

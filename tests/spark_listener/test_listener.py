@@ -254,7 +254,7 @@ def test_stop_drains_the_queue():
 @pytest.mark.slow                   # a whole replay into InfluxDB, ~35 s
 def test_real_query_writes_progress_and_run_to_influxdb(spark, influx_client, tmp_path):
     from engine.config import Config
-    from engine.ingress.log import read_head
+    from engine.formats.log import read_head
     from engine.spark.job import QUERY_NAME
     from marketspread.replay import replay
     from engine.tools.generate import generate

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.wire.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE
-from engine.wire.records import PAYLOAD_OFFSET, record_symbols, shard_of
+from engine.formats.records import PAYLOAD_OFFSET, record_symbols, shard_of
 
 
 def test_shard_of_is_the_low_32_bits_of_the_uint64_product():
@@ -32,7 +32,7 @@ def test_event_columns_equal_the_full_decode_also_from_rows_apart():
     """The rule's columns read in place equal each record's bytes read one by one, for
     either record type; `decode_events` carries the same fields."""
     import struct
-    from engine.wire.records import decode_events, event_columns
+    from engine.formats.records import decode_events, event_columns
     rng = np.random.default_rng(5)
     rec = rng.integers(0, 256, (2000, 64), dtype=np.uint8)
     rec[:, PAYLOAD_OFFSET] = rng.choice([NBBO_TYPE, ORDER_TYPE], 2000)

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from engine.config import Config
-from engine.ingress import shard_files
-from engine.ingress.log import LogReader, LogWriter, read_head, write_consumed
-from engine.ingress.shard_files import (COVERED, SHARD_RECORD_BYTES, ShardFileWriter, delete_shard_segments,
+from engine.formats import shard_files
+from engine.formats.log import LogReader, LogWriter, read_head, write_consumed
+from engine.formats.shard_files import (COVERED, SHARD_RECORD_BYTES, ShardFileWriter, delete_shard_segments,
                                         read_shard, split_records)
-from engine.storage.retention_worker import RetentionWorker
+from marketspread.retention_worker import RetentionWorker
 from engine.tools.generate import random_payloads
 from engine.wire.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_TYPE
-from engine.wire.records import PAYLOAD_OFFSET, record_symbols, shard_rows
+from engine.formats.records import PAYLOAD_OFFSET, record_symbols, shard_rows
 from tests.tmpfs import fill, mounted_tmpfs
 
 SPAN = 1000                     # records per log segment (and shard segment span) in these tests

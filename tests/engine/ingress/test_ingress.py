@@ -16,7 +16,7 @@ from engine.storage.diskspace import disk_space
 from engine.wire.fixish import FrameScanner, Nbbo, Order, encode_nbbo, encode_order, frame, iter_frames
 from engine.ingress.server import IngressServer
 from engine.ingress.stats import read_stats, reason_category
-from engine.ingress.log import LogReader, LogWriter, read_head, wait_for, write_consumed
+from engine.formats.log import LogReader, LogWriter, read_head, wait_for, write_consumed
 from tests.reliability.harness import send_outcome
 from tests.tmpfs import fill, mounted_tmpfs
 

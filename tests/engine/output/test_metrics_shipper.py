@@ -16,12 +16,12 @@ import pytest
 
 from collector.backpressure import StepBusy
 from collector.samples import encode_samples, record_step
-from engine.spark.batch_output import ShardFigures, batch_dir, stamp_frames, write_shard_results
+from engine.formats.batch import ShardFigures, batch_dir, stamp_frames, write_shard_results, commit_log_dir
 from engine.output.metrics_shipper import MetricsShipper, ShipPosition, committed_intervals
-from engine.output.results import RESULT_BLOCK_DTYPE, commit_log_dir
-from engine.spark.step_metrics import BatchStamps, batch_stamps
+from engine.formats.result_frames import RESULT_BLOCK_DTYPE
+from engine.formats.stamps import BatchStamps, batch_stamps
 from engine.wire.fixish import NBBO_TYPE, ORDER_TYPE
-from engine.wire.records import EVENT_DTYPE
+from engine.formats.records import EVENT_DTYPE
 
 RUN = "r1"
 S = 1_000_000_000

@@ -16,9 +16,10 @@ import pytest
 from engine.spark.checkpoint import recorded_shards
 from engine.config import Config
 from engine.wire.fixish import decode_payload, iter_frames, read_results
-from engine.ingress.log import LogWriter, read_consumed, read_head
+from engine.formats.log import LogWriter, read_consumed, read_head
 from marketspread.replay import replay
-from engine.output.results import read_committed, result_tuples
+from engine.formats.batch import read_committed
+from engine.formats.result_frames import result_tuples
 from engine.rule import reference_results
 from engine.tools.generate import generate, wallaroo_scenario
 from collector.settings import PROJECT_ROOT
@@ -192,7 +193,7 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(tmp_path):
 
 def test_shard_keys_land_each_shard_in_its_own_spark_partition(spark):
     """Spark hash-partitions group keys; each shard's key must own one partition."""
-    from engine.wire.records import _spark_hash_int, shard_keys
+    from engine.formats.records import _spark_hash_int, shard_keys
     rows = spark.sql("SELECT id, hash(CAST(id AS INT)) AS h FROM range(-50, 200)").collect()
     assert all(_spark_hash_int(r.id) == r.h for r in rows)
     for n in range(1, 9):

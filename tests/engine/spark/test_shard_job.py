@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from engine.config import Config
-from engine.ingress.log import read_consumed, read_head
+from engine.formats.log import read_consumed, read_head
 from engine.ingress.server import IngressServer
 from engine.spark.job import start_query, stop_query
 from engine.tools.generate import generate

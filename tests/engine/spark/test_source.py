@@ -16,11 +16,11 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
-from engine.ingress.log import LogWriter
+from engine.formats.log import LogWriter
 from engine.spark import jvm_jar
 from engine.spark.source import (JVM_SOURCE, SOURCE_NAME, IngressDataSource, IngressRangeReader, range_batch,
                                  source_format, source_options)
-from engine.wire.records import shard_keys
+from engine.formats.records import shard_keys
 
 # RANGE_SCHEMA as Spark parses it (parsing the DDL string needs a running session).
 RANGE_STRUCT = StructType([StructField("shard", IntegerType()), StructField("lo", LongType()),

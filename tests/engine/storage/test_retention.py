@@ -10,16 +10,16 @@ import sys
 import numpy as np
 import pytest
 
-from engine.spark.batch_output import stamp_frames, write_shard_results
+from engine.formats.batch import stamp_frames, write_shard_results, BatchTail, read_committed, read_retained, retained_from
 from engine.spark.checkpoint import committed_end_offset
 from engine.config import Config
 from marketspread.demo import pump_log
 from engine.wire.fixish import RESULT_LEN
 from engine.output.forwarder import ResultForwarder
-from engine.ingress.log import LogReader, LogWriter, segment_firsts, write_hold
-from engine.output.results import RESULT_BLOCK_DTYPE, RESULT_FRAME, BatchTail, read_committed, read_retained, retained_from
+from engine.formats.log import LogReader, LogWriter, segment_firsts, write_hold
+from engine.formats.result_frames import RESULT_BLOCK_DTYPE, RESULT_FRAME
 from engine.storage.retention import BatchFootprint, RetentionPolicy, log_keep_from, missed_batches, parse_duration_s, parse_size_bytes, results_keep_from, segments_to_delete
-from engine.storage.retention_worker import RetentionWorker
+from marketspread.retention_worker import RetentionWorker
 from engine.spark.session import _private_dir, remove_dead_temp
 from engine.tools.receiver import Receiver
 
@@ -134,12 +134,12 @@ def test_worker_deletes_result_batches_by_size_and_readers_see_whole_batches_onl
     p = RetentionWorker(cfg).run_once()
     assert p.batches == 4 and p.results_bytes > 0 and retained_from(cfg.out_dir) == 4
     assert sorted(os.listdir(cfg.out_dir / "batches")) == [f"{4:012d}", f"{5:012d}"]
-    with caplog.at_level(logging.WARNING, logger="engine.output.results"):
+    with caplog.at_level(logging.WARNING, logger="engine.formats.batch"):
         got = tail.poll()
     assert [m.batch for m in got] == [4] and tail.missed == 3 and tail.next_batch == 5
     assert "test reader fell behind the results retention: batches 1..3 (3 batches)" in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="engine.output.results"):
+    with caplog.at_level(logging.WARNING, logger="engine.formats.batch"):
         frames, side = read_committed(cfg.out_dir)
     assert side[:, 0].tolist() == [40, 41] and frames["account"].tolist() == [40, 41]
     assert "batches 0..3 (4 batches) were deleted by retention" in caplog.text
@@ -167,7 +167,7 @@ def test_a_forwarder_behind_retention_says_how_many_batches_it_missed_and_sends_
         _write_batch(cfg.out_dir, b, [b])
         _commit(cfg.checkpoint_dir, b, b + 1)
     with Receiver("127.0.0.1", 0, tmp_path / "got.bin") as rec, \
-            caplog.at_level(logging.WARNING, logger="engine.output.results"):
+            caplog.at_level(logging.WARNING, logger="engine.formats.batch"):
         fwd = ResultForwarder(cfg.out_dir, "127.0.0.1", rec.port).start()
         assert rec.wait_for(3, timeout=30)
         fwd.stop()

@@ -6,9 +6,9 @@ import pytest
 
 from collector.samples import STEP_CHECK, STEP_E2E, STEP_SINK, STEP_SOURCE, encode_samples, record_step
 from engine.wire.fixish import NBBO_TYPE, ORDER_TYPE
-from engine.wire.records import EVENT_DTYPE
-from engine.spark.step_metrics import (STAMPS_MAGIC, BatchStamps, batch_samples, batch_stamps, decode_figures,
-                                       interval_samples, stamps_samples)
+from engine.formats.records import EVENT_DTYPE
+from engine.formats.stamps import (STAMPS_MAGIC, BatchStamps, batch_samples, batch_stamps, decode_figures,
+                                   interval_samples, stamps_samples)
 
 
 def _plain(ev, rejected, t0, t1, written):

@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 
 from collector.backpressure import StepBusy
-from engine.ingress.log import LogWriter
-from engine.output.results import RESULT_FRAME, commit_log_dir, read_batch, read_committed, result_tuples
+from engine.formats.log import LogWriter
+from engine.formats.result_frames import RESULT_FRAME, result_tuples
+from engine.formats.batch import commit_log_dir, read_batch, read_committed, batch_dir
 from engine.spark import job, shard_state, worker_memory
-from engine.spark.batch_output import batch_dir
-from engine.spark.step_metrics import decode_figures
+from engine.formats.stamps import decode_figures
 from engine.spark.source import range_batch
 from engine.tools.generate import generate
 from engine.wire.fixish import FrameScanner
-from engine.wire.records import shard_keys
+from engine.formats.records import shard_keys
 
 
 class _Task:
@@ -121,7 +121,7 @@ def test_a_rerun_batch_rewrites_the_same_files(monkeypatch, tmp_path):
 
 def test_figures_follow_durable_results_in_the_same_sidecar(tmp_path):
     """The results' files are whole on disk before the figures are added, and no file is added for them."""
-    from engine.spark.batch_output import KEY_BYTES, ShardFigures, ShardOutput, read_shard_figures
+    from engine.formats.batch import KEY_BYTES, ShardFigures, ShardOutput, read_shard_figures
 
     frames, seqs = b"\x01" * 59 * 3, np.arange(6, dtype="<i8").tobytes()
     d = batch_dir(tmp_path, 7)

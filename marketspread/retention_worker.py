@@ -1,4 +1,4 @@
-"""Apply the retention policy in the job's driver: delete what retention.py allows.
+"""Apply the retention policy in the job's driver: delete what engine/storage/retention.py allows.
 
 The driver knows when Spark commits and owns the checkpoint, so deletion runs here, off
 the batch path, every `interval_s`: log segments below the newest committed end offset
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from engine.spark.checkpoint import committed_end_offset
 from engine.config import Config
-from engine.ingress.log import DEFAULT_SEGMENT_RECORDS, delete_segments, first_retained, read_hold, segment_firsts
-from engine.ingress.shard_files import delete_shard_segments
-from engine.output.results import batch_footprints, committed_batch, delete_batches, retained_from
+from engine.formats.log import DEFAULT_SEGMENT_RECORDS, delete_segments, first_retained, read_hold, segment_firsts
+from engine.formats.shard_files import delete_shard_segments
+from engine.formats.batch import batch_footprints, committed_batch, delete_batches, retained_from
 from engine.storage.retention import BatchFootprint, RetentionPolicy, log_keep_from, results_keep_from, segments_to_delete
 
 log = logging.getLogger(__name__)

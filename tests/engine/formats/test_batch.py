@@ -6,9 +6,9 @@ import os
 
 import numpy as np
 
-from engine.spark.batch_output import ShardFigures, batch_dir, stamp_frames, write_shard_results
-from engine.output.results import (RESULT_BLOCK_DTYPE, BatchTail, commit_log_dir, committed_batch, read_batch,
-                                   read_committed)
+from engine.formats.batch import (BatchTail, ShardFigures, batch_dir, commit_log_dir, committed_batch, read_batch,
+                                  read_committed, stamp_frames, write_shard_results)
+from engine.formats.result_frames import RESULT_BLOCK_DTYPE
 
 
 def _rows(seqs: list[int]) -> np.ndarray:
@@ -127,7 +127,7 @@ def test_a_torn_metrics_trailer_is_skipped_and_the_results_stay_whole(tmp_path, 
         f.write(b"\0" * 4)                                            # a block that never reached the disk
     os.truncate(d / "3.seq", 0)
     _commit(out, 0)
-    with caplog.at_level(logging.WARNING, logger="engine.output.results"):
+    with caplog.at_level(logging.WARNING, logger="engine.formats.batch"):
         (m,) = BatchTail(out).poll()
     assert m.metrics == [b"m0"] and m.busy == [b"{}"] and m.count == 3
     torn = [r.getMessage() for r in caplog.records if "is torn" in r.getMessage()]
