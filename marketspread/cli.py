@@ -10,6 +10,7 @@ from pathlib import Path
 from collector.settings import environment
 from engine.config import Config
 from engine.spark.checkpoint import settle_shards
+from marketspread.version import version
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -159,6 +160,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     chosen = None if argv is None else _chosen(argv)
     parser = argparse.ArgumentParser(prog="marketspread", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"marketspread {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("ingress", help="run the TCP ingress (NBBO and orders ports) into the log")
