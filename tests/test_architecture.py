@@ -2,8 +2,10 @@
 
 Imports flow one way: `collector` imports nothing of the project; `engine`,
 `spark_listener` and `alerts` import only `collector`; `metrics_ui` only `collector` and
-`alerts`; `marketspread` and `perf` wire everything. Modules import each other without a
-cycle; an import inside a function says why on its line (`# lazy: <why>`: start-up or
+`alerts`; `perf` everything below it, and `marketspread` everything (perf included: the
+`bench` command), never the other way round. Inside `engine`, each part (sub-package or
+top-level module) imports only parts of lower layers (ENGINE_LAYERS). Modules import
+each other without a cycle; an import inside a function says why on its line (`# lazy: <why>`: start-up or
 Spark executors kept cheap), so it never hides a cycle or an upward import; and a product
 file stays under MAX_LINES. Reading the files, not importing them, keeps this under a second.
 """
@@ -24,8 +26,15 @@ ALLOWED = {
     "alerts": {"collector"},
     "metrics_ui": {"collector", "alerts"},
     "marketspread": {"collector", "engine", "spark_listener", "alerts", "metrics_ui", "perf"},
-    "perf": {"collector", "engine", "spark_listener", "alerts", "metrics_ui", "marketspread"},
+    "perf": {"collector", "engine", "spark_listener", "alerts", "metrics_ui"},
 }
+# engine's parts, bottom layer first: a part imports only parts of the layers below its own,
+# so no two parts import each other (docs/ARCHITECTURE.md, "Inside engine/").
+ENGINE_LAYERS = (
+    ("engine.config", "engine.wire", "engine.storage"),     # settings record, fixish frames, disk
+    ("engine.formats", "engine.rule"),                      # one module per on-disk format; the rule
+    ("engine.ingress", "engine.spark", "engine.output", "engine.tools"),   # processes' parts
+)
 MAX_LINES = 500
 # Longer files that are one idea, each with the reason it stays whole.
 ONE_IDEA = {
@@ -140,6 +149,35 @@ def test_imports_follow_the_layer_rule():
     assert not problems, _report("upward imports", problems)
 
 
+def engine_part(module: str) -> str | None:
+    """Return the part of `engine` a module belongs to ('engine.formats.log' -> 'engine.formats')."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "engine" and len(parts) > 1 else None
+
+
+def _engine_layer(part: str) -> int | None:
+    return next((i for i, layer in enumerate(ENGINE_LAYERS) if part in layer), None)
+
+
+def test_engine_parts_import_only_lower_layers():
+    problems = []
+    for imp in all_imports():
+        part = engine_part(imp.module)
+        if part is None:
+            continue
+        if _engine_layer(part) is None:
+            problems.append(f"{imp.path}: {part} is in no layer of ENGINE_LAYERS (tests/test_architecture.py)")
+            continue
+        for target in imp.targets:
+            other = engine_part(target)
+            if other is None or other == part:
+                continue
+            if _engine_layer(other) is None or _engine_layer(other) >= _engine_layer(part):
+                problems.append(f"{imp.path}:{imp.line}: {part} imports {target} "
+                                f"({part} may import only parts of the layers below it)")
+    assert not problems, _report("imports inside engine that do not go down", sorted(set(problems)))
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Return one cycle per strongly connected component of more than one module (or a self-import)."""
     index: dict[str, int] = {}
@@ -225,6 +263,12 @@ def test_function_imports_and_their_reason_are_seen():
     imps = _imports_of(ROOT / "collector/x.py", src)
     assert [(i.line, i.in_function, i.lazy_comment, i.type_only) for i in imps] == [
         (1, False, False, False), (3, True, True, False), (4, True, False, False), (6, False, False, True)]
+
+
+def test_engine_parts_are_named_by_their_first_two_names():
+    assert [engine_part(m) for m in ("engine.formats.log", "engine.rule", "engine", "collector.codec")] == [
+        "engine.formats", "engine.rule", None, None]
+    assert _engine_layer("engine.wire") < _engine_layer("engine.formats") < _engine_layer("engine.spark")
 
 
 def test_a_cycle_is_found():
