@@ -38,7 +38,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def _add_retention(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("disk retention (README: Disk and retention)")
+    g = p.add_argument_group("disk retention (docs/OPERATIONS.md: Retention and disk)")
     g.add_argument("--results-retention", metavar="TIME",
                    help="delete committed result batches older than this (default 24h; 0: no age bound)")
     g.add_argument("--results-retention-bytes", metavar="SIZE",

@@ -94,7 +94,7 @@ def _warm_up(cfg: Config, nbbo: Path, procs: list[subprocess.Popen], stop: dict,
 
 
 # The demo's results at its default rate reach the job's default size bound (10 GiB) in about
-# three hours; a demo keeps less unless told otherwise (README, "Disk and retention").
+# three hours; a demo keeps less unless told otherwise (docs/OPERATIONS.md, "Retention and disk").
 DEMO_RESULTS_BYTES = "1GiB"
 
 

@@ -20,7 +20,8 @@ from marketspread.metrics_wiring import IngressMetrics, open_writer
 #: (metrics, their writer, the progress line) runs Python code; CPython's default is 5 ms.
 #: The loop gives the GIL up at every recv, write and fsync, and took it back only after
 #: a metrics thread's 5 ms: at 50k events/s with metrics on, receive to group commit
-#: p99.9 8.4/7.7 ms against 5.5/5.2 ms off; at 0.2 ms, 5.7/6.2 ms (bench/README.md, session 17).
+#: p99.9 8.4/7.7 ms against 5.5/5.2 ms off; at 0.2 ms, 5.7/6.2 ms (docs/PERFORMANCE.md,
+#: "Design decisions": the ingress' receive loop waits at most 0.2 ms for the GIL).
 SWITCH_INTERVAL_S = 0.0002
 
 

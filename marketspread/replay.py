@@ -40,8 +40,8 @@ PROGRESS_POLL_S = 2.0                  # how often the query's progress reports 
 PROGRESS_KEPT = 1000
 # A replay's driver JVM lives one run and only plans, commits and passes a few rows per
 # batch; the work is in the Python workers. The serial collector runs no GC threads, leaving
-# the cores to Python during start-up and the first batch (bench/README.md, "Replay
-# start-up"); every session's driver compiles with C1 alone (engine/spark/session.py).
+# the cores to Python during start-up and the first batch (docs/PERFORMANCE.md, "Design
+# decisions", start-up); every session's driver compiles with C1 alone (engine/spark/session.py).
 QUICK_START = {"spark.driver.extraJavaOptions": "-XX:+UseSerialGC"}
 
 

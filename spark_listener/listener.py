@@ -75,7 +75,7 @@ class SparkMetricsListener(JsonEventsListener):
     A `spark_progress` point is written per batch, a `backpressure` point (figures over
     the last `window_s`) at most once per `backpressure_every_s` of batch time: at 25
     batches a second, recomputing the window for every batch cost the driver ~2 % of a
-    core (bench/README.md).
+    core (docs/PERFORMANCE.md, "Design decisions": the listener's consumer).
     """
 
     def __init__(self, run, writer, query_name: str | None = None, *,

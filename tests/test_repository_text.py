@@ -3,7 +3,7 @@
 - No work diary in tracked text files: "session 12", "sittings 3", "Issue 17, session 20",
   "(2026-11-27 re-run)". Spark sessions, login sessions and session cookies are not diary
   ("Spark session 2.6 s" is a figure of a Spark session). bench/results/ holds data, not text,
-  and binary files are skipped.
+  binary files are skipped, and so is this file, whose examples are the patterns.
 - Every figure of the README's Performance table is in the `bench/results/` file its row
   names, and that file is the newest of its benchmark.
 - Relative links of the README and docs/ resolve, anchors included.
@@ -39,7 +39,7 @@ def _tracked_text_files() -> list[Path]:
     out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
     files = []
     for name in out.decode().split("\0"):
-        if not name or name.startswith("bench/results/"):
+        if not name or name.startswith("bench/results/") or ROOT / name == Path(__file__).resolve():
             continue
         if Path(name).suffix in TEXT_SUFFIXES or name.startswith(SCRIPT_DIRS):
             files.append(ROOT / name)

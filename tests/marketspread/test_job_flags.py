@@ -5,7 +5,8 @@ from marketspread.cli import build_parser, config_from
 
 
 def test_the_job_counts_the_bytes_its_tasks_read_only_when_asked(monkeypatch):
-    """A Python accumulator's update is unpickled per task by the driver's Python (bench/README.md, session 18)."""
+    """A Python accumulator's update is unpickled per task by the driver's Python (docs/PERFORMANCE.md,
+    "Design decisions": bytes-read counting is opt-in)."""
     monkeypatch.delenv("MS_COUNT_BYTES_READ", raising=False)
     assert config_from(build_parser().parse_args(["job"])).count_bytes_read is False
     assert config_from(build_parser().parse_args(["job", "--count-bytes-read"])).count_bytes_read is True

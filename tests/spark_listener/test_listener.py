@@ -147,7 +147,8 @@ def test_backpressure_is_written_once_a_second_of_batches_and_progress_every_bat
 
 
 def test_the_consumer_converts_a_burst_of_batches_in_one_go_not_one_wake_up_each():
-    """At 25-50 batches a second a wake-up per record cost the driver CPU (bench/README.md, session 18)."""
+    """At 25-50 batches a second a wake-up per record cost the driver CPU (docs/PERFORMANCE.md,
+    "Design decisions": the listener's consumer)."""
     adds = []
 
     class CountingWriter(MemoryWriter):

@@ -19,7 +19,7 @@ def test_no_jar_gives_no_conf_and_the_archive_keeps_its_name(tmp_path):
 
 def test_build_compiles_every_class_into_a_jar_named_by_its_sources(tmp_path):
     (tmp_path / "marketspread-jvm-000000000000.jar").write_bytes(b"a jar of older sources")
-    (tmp_path / "nio-local-fs-000000000000.jar").write_bytes(b"the file system's own jar of sessions 12-14")
+    (tmp_path / "nio-local-fs-000000000000.jar").write_bytes(b"the file system's own jar of an earlier version")
     jar = jvm_jar.build(tmp_path)
     assert jar == jvm_jar.jar_path(tmp_path) == jvm_jar.installed_jar(tmp_path)
     with zipfile.ZipFile(jar) as z:

@@ -1,7 +1,7 @@
 """The checkpoint logs' local file system: built by set-up, used by the driver, harmless when absent.
 
 Real javac, a real JVM and a real Spark session; no timing is asserted here (the
-figures are in bench/README.md, "Issue 17, session 12").
+figures are in docs/PERFORMANCE.md, "Design decisions": checkpoint logs without a forked `chmod`).
 """
 from __future__ import annotations
 
