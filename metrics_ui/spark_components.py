@@ -1,15 +1,16 @@
 """The job page's sections of any streaming query: sources, batches against the trigger, state, executors.
 
-Each section is built whole from its typed view (collector/query/spark_panels.py) into the
-page's container of the same name: its heading, a table of the newest figures and its
-charts. A section without data is left out for Market Spread's runs, and says "not
-reported by this query" for any other (a source that does not tell how far behind it is,
+Each section is built from its typed view (collector/query/spark_panels.py) into a fixed
+frame of the page (`section_layout`): its heading, a table of the newest figures, then its
+charts, which stay mounted across refreshes. A section without data is left out for
+Market Spread's runs, and says "not reported by this query" for any other (a source that does not tell how far behind it is,
 an application without Spark's metrics sink): never an error. Names from the data (runs,
 sources, operators, executors) go in as text, never as markup.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 from dash import dcc, html
 
@@ -24,9 +25,13 @@ QUERY_SOURCES = "job-sources"
 QUERY_BATCHES = "job-query-batches"
 QUERY_STATE = "job-state"
 QUERY_EXECUTORS = "job-executors"
+#: The sections in page order, and each one's charts (graph id: `<section>-<chart>`).
+SECTIONS = (QUERY_BATCHES, QUERY_SOURCES, QUERY_STATE, QUERY_EXECUTORS)
+CHARTS = {QUERY_SOURCES: ("rates",), QUERY_BATCHES: ("duration",), QUERY_STATE: ("rows",),
+          QUERY_EXECUTORS: ("heap", "gc")}
 #: The sections' time charts (a zoom on any of them sets the page's range).
-SECTION_GRAPHS = (f"{QUERY_SOURCES}-rates", f"{QUERY_BATCHES}-duration", f"{QUERY_STATE}-rows",
-                  f"{QUERY_EXECUTORS}-heap", f"{QUERY_EXECUTORS}-gc")
+SECTION_GRAPHS = tuple(f"{s}-{chart}" for s in SECTIONS for chart in CHARTS[s])
+HIDDEN = {"display": "none"}
 SOURCES_HEADER = ("source", "rows in range", "input rows/s", "processed rows/s", "rows behind", "files behind")
 STATE_HEADER = ("operator", "rows held", "memory", "late rows in range")
 EXECUTORS_HEADER = ("executor", "heap used", "heap max", "GC time", "task CPU", "running tasks", "shuffle read",
@@ -61,11 +66,30 @@ class Frame:
     def __init__(self, shown: TimeRange, revision: str, markers: Sequence[Marker]):
         self.shown, self.revision, self.markers = shown, revision, list(markers)
 
-    def graph(self, graph_id: str, fig) -> dcc.Graph:
+    def axes(self, fig):
         """Return a chart on the page's time axis (an empty figure keeps its message)."""
-        if fig.data:
-            fig = figures.time_axes(fig, self.shown, self.revision, self.markers)
-        return dcc.Graph(id=graph_id, figure=fig)
+        return figures.time_axes(fig, self.shown, self.revision, self.markers) if fig.data else fig
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section as the page draws it into its fixed frame (`section_layout`).
+
+    `body` is its heading, summary and table (None: the section is left out); `charts` builds
+    each chart's figure by graph id, only when asked: an unchanged chart is neither built nor
+    sent, and a changed one goes to a graph that stays mounted, so the user's zoom, hidden
+    series and an interaction in progress survive a live refresh.
+    """
+    body: list | None
+    charts: dict[str, Callable[[], object]] = field(default_factory=dict)
+
+
+def section_layout(section: str) -> html.Div:
+    """Return a section's fixed frame: its body, then its charts, hidden until the page fills them."""
+    graphs = [dcc.Graph(id=f"{section}-{name}", figure=figures.empty_figure("", "")) for name in CHARTS[section]]
+    return html.Div([html.Div(id=f"{section}-body"),
+                     html.Div(graphs, id=f"{section}-charts", className="grid2" if len(graphs) > 1 else None)],
+                    id=section, style=HIDDEN)
 
 
 def _section(section: str, title: str, body: list, note: str | None = None) -> list:
@@ -73,25 +97,26 @@ def _section(section: str, title: str, body: list, note: str | None = None) -> l
     return head + body
 
 
-def _not_reported(section: str, title: str, generic: bool, what: str) -> list | None:
-    return _section(section, title, [html.P(f"{what}: not reported by this query", className="summary",
-                                            id=f"{section}-summary")]) if generic else None
+def _not_reported(section: str, title: str, generic: bool, what: str) -> Section:
+    if not generic:
+        return Section(None)
+    return Section(_section(section, title, [html.P(f"{what}: not reported by this query", className="summary",
+                                                    id=f"{section}-summary")]))
 
 
-def sources_section(view: SourceView, frame: Frame, generic: bool) -> list | None:
+def sources_section(view: SourceView, frame: Frame, generic: bool) -> Section:
     """Return the Sources section: each source's newest rates and rows behind, its rates and backlog over time."""
     if not view.latest:
         return _not_reported(QUERY_SOURCES, "Sources", generic, "per-source figures")
     rows = [[s.source, f"{s.rows:,}", fmt_count(s.input_rows_per_s, 1), fmt_count(s.processed_rows_per_s, 1),
              fmt_count(s.rows_behind), fmt_count(s.files_behind)] for s in view.latest]
-    fig = qf.sources_figure(view.input_rate, view.processed_rate, view.behind,
-                            "Rows/s per source (processed dashed, behind dotted)")
-    return _section(QUERY_SOURCES, "Sources", [html.Div([table(SOURCES_HEADER, rows, f"{QUERY_SOURCES}-table"),
-                                                         frame.graph(f"{QUERY_SOURCES}-rates", fig)],
-                                                        className="grid2")])
+    return Section(_section(QUERY_SOURCES, "Sources", [table(SOURCES_HEADER, rows, f"{QUERY_SOURCES}-table")]),
+                   {f"{QUERY_SOURCES}-rates": lambda: frame.axes(qf.sources_figure(
+                       view.input_rate, view.processed_rate, view.behind,
+                       "Rows/s per source (processed dashed, behind dotted)"))})
 
 
-def batches_section(view: QueryBatchView, frame: Frame, generic: bool) -> list | None:
+def batches_section(view: QueryBatchView, frame: Frame, generic: bool) -> Section:
     """Return the Batches section: duration against the trigger interval and the share of batches that overran it."""
     if not view.batches:
         return _not_reported(QUERY_BATCHES, "Batches", generic, "micro-batches")
@@ -100,13 +125,13 @@ def batches_section(view: QueryBatchView, frame: Frame, generic: bool) -> list |
     else:
         summary = (f"{view.batches:,} micro-batches in the range · {view.overran:,} took longer than the "
                    f"{view.trigger_ms:,} ms trigger ({(view.share or 0) * 100:.0f} %)")
-    return _section(QUERY_BATCHES, "Batches", [
-        html.P(summary, className="summary", id=f"{QUERY_BATCHES}-summary"),
-        frame.graph(f"{QUERY_BATCHES}-duration", qf.batch_trigger_figure(
-            view, "Batch duration vs trigger (share of batches over it: bars)"))])
+    return Section(_section(QUERY_BATCHES, "Batches", [html.P(summary, className="summary",
+                                                              id=f"{QUERY_BATCHES}-summary")]),
+                   {f"{QUERY_BATCHES}-duration": lambda: frame.axes(qf.batch_trigger_figure(
+                       view, "Batch duration vs trigger (share of batches over it: bars)"))})
 
 
-def state_section(view: StateView, frame: Frame, generic: bool) -> list | None:
+def state_section(view: StateView, frame: Frame, generic: bool) -> Section:
     """Return the Stateful operators section: rows and memory held, rows dropped as late, the watermark's delay."""
     delay = view.watermark_delay_ms.values
     if not view.operators and not delay:
@@ -114,14 +139,14 @@ def state_section(view: StateView, frame: Frame, generic: bool) -> list | None:
     rows = [[o.operator, fmt_count(o.rows_total), fmt_bytes(o.memory_bytes), f"{o.late_rows:,}"]
             for o in view.operators]
     summary = f"watermark {fmt_ms(delay[-1])} behind the newest trigger" if delay else "no watermark"
-    return _section(QUERY_STATE, "Stateful operators", [
+    return Section(_section(QUERY_STATE, "Stateful operators", [
         html.P(summary, className="summary", id=f"{QUERY_STATE}-summary"),
-        html.Div([table(STATE_HEADER, rows, f"{QUERY_STATE}-table", empty="no stateful operator"),
-                  frame.graph(f"{QUERY_STATE}-rows", qf.state_figure(
-                      view, "State rows per operator (watermark delay dotted)"))], className="grid2")])
+        table(STATE_HEADER, rows, f"{QUERY_STATE}-table", empty="no stateful operator")]),
+        {f"{QUERY_STATE}-rows": lambda: frame.axes(qf.state_figure(
+            view, "State rows per operator (watermark delay dotted)"))})
 
 
-def executors_section(view: ExecutorView | None, frame: Frame, generic: bool) -> list | None:
+def executors_section(view: ExecutorView | None, frame: Frame, generic: bool) -> Section:
     """Return the Executors section: heap, GC, CPU, tasks and shuffle of the run's Spark application."""
     if view is None or not view.latest:
         return _not_reported(QUERY_EXECUTORS, "Executors", generic,
@@ -129,9 +154,16 @@ def executors_section(view: ExecutorView | None, frame: Frame, generic: bool) ->
     rows = [[e.executor, fmt_bytes(e.heap_used_bytes), fmt_bytes(e.heap_max_bytes), fmt_ms(e.gc_time_ms),
              fmt_ms(None if e.cpu_time_ns is None else e.cpu_time_ns / 1e6), fmt_count(e.running_tasks),
              fmt_bytes(e.shuffle_read_bytes), fmt_bytes(e.shuffle_write_bytes)] for e in view.latest]
-    heap, work = qf.executor_figures(view)
-    return _section(QUERY_EXECUTORS, "Executors", [
+    built: list = []
+
+    def chart(i: int):
+        def build():
+            if not built:
+                built.extend(qf.executor_figures(view))
+            return frame.axes(built[i])
+        return build
+    return Section(_section(QUERY_EXECUTORS, "Executors", [
         html.P(["Spark application ", html.Code(view.app_id)], className="summary", id=f"{QUERY_EXECUTORS}-summary"),
-        table(EXECUTORS_HEADER, rows, f"{QUERY_EXECUTORS}-table"),
-        html.Div([frame.graph(f"{QUERY_EXECUTORS}-heap", heap), frame.graph(f"{QUERY_EXECUTORS}-gc", work)],
-                 className="grid2")], note="GC time, CPU time and shuffle bytes are totals since each JVM started.")
+        table(EXECUTORS_HEADER, rows, f"{QUERY_EXECUTORS}-table")],
+        note="GC time, CPU time and shuffle bytes are totals since each JVM started."),
+        {f"{QUERY_EXECUTORS}-heap": chart(0), f"{QUERY_EXECUTORS}-gc": chart(1)})

@@ -100,12 +100,12 @@ def layout(run_id: str | None = None, **query) -> html.Div:
                  className="grid2"),
         html.H3("Spark micro-batches"), html.P(id=JOB_BATCH_SUMMARY, className="summary"),
         dcc.Graph(id=JOB_BATCHES, figure=loading(_BATCH_TITLE, "loading…")),
-        *(html.Div(id=section) for section in (sc.QUERY_BATCHES, sc.QUERY_SOURCES, sc.QUERY_STATE, sc.QUERY_EXECUTORS)),
+        *(sc.section_layout(section) for section in sc.SECTIONS),
         html.Div([html.H3("Ingress"), html.P(id=JOB_INGRESS_SUMMARY, className="summary"),
                   html.Div([dcc.Graph(id=JOB_BAD, figure=loading(_BAD_TITLE, "loading…")),
                             dcc.Graph(id=JOB_MUTED, figure=loading(_MUTED_TITLE, "loading…"))], className="grid2")],
                  id=JOB_INGRESS_BOX),
-        html.H3("Pipelines (start-to-end)"), html.Div(id=JOB_PIPELINES),
+        html.H3("Pipelines"), html.Div(id=JOB_PIPELINES),
         html.H3("Workers"), html.Div(id=JOB_WORKERS),
         dcc.Interval(id=JOB_INTERVAL, interval=current_app.config["MS_UI"].refresh_ms, n_intervals=0),
     ])
@@ -219,8 +219,10 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
             _no_steps(figures.percentiles_over_time_figure(view.percentiles, latency_title), info), *frame),
             (hidden or {}).get(JOB_PERCENTILES, ()))),
         "steps": (view.steps, lambda: c.table(c.STATS_HEADER, step_rows, JOB_STEPS + "-table", empty=no_steps)),
-        "pipelines": (view.pipelines,
-                      lambda: c.table(c.STATS_HEADER, c.stats_rows(view.pipelines), JOB_PIPELINES + "-table")),
+        "pipelines": ((view.pipelines, end_step), lambda: [
+            html.P("start-to-end" if end_step == START_TO_END else f"through step {end_step}", className="summary",
+                   id=JOB_PIPELINES + "-step"),
+            c.table(c.STATS_HEADER, c.stats_rows(view.pipelines), JOB_PIPELINES + "-table")]),
         "workers": (view.workers, lambda: c.table(c.STATS_HEADER, c.stats_rows(view.workers), JOB_WORKERS + "-table")),
     }, digests, patch=("throughput", "percentiles"), scope="job", tick=tick)
     return (*changed, _url_banner(url_error), info.live,
@@ -321,33 +323,49 @@ def refresh_spark_and_ingress(window, run, digests):
     return (*changed, digests, {"display": "none"} if no_ingress else None)
 
 
-@callback(*(Output(section, "children") for section in (sc.QUERY_SOURCES, sc.QUERY_BATCHES, sc.QUERY_STATE,
-                                                       sc.QUERY_EXECUTORS)),
-          Output(JOB_QUERY_DIGESTS, "data"),
+_SECTION_OUTPUTS = [*(o for section in sc.SECTIONS for o in (
+    Output(section, "style"), Output(f"{section}-body", "children"), Output(f"{section}-charts", "style"))),
+    *(Output(graph, "figure") for graph in sc.SECTION_GRAPHS)]
+
+
+@callback(*_SECTION_OUTPUTS, Output(JOB_QUERY_DIGESTS, "data"),
           Input(JOB_WINDOW, "data"), State(JOB_RUN, "data"), State(JOB_QUERY_DIGESTS, "data"))
 def refresh_query(window, run, digests):
     """Reload the query's sources, batches against its trigger, stateful operators and executors for the range.
 
     One request per section; a section without data is left out (Market Spread) or says it
-    is not reported (any other query).
+    is not reported (any other query). Each chart goes to its own mounted graph, as a Patch on
+    a refresh tick.
     """
     if not window or "empty" in window:
-        return None, None, None, None, {}
+        hidden = [sc.HIDDEN, None, sc.HIDDEN] * len(sc.SECTIONS)
+        return (*hidden, *[dash.no_update] * len(sc.SECTION_GRAPHS), {})
     rng, interval, revision, markers = _unpack(window)
     frame = sc.Frame(TimeRange(*window.get("shown", rng)), revision, markers)
     generic, app = bool(window.get("generic")), window.get("app")
     try:
         store, status = c.store(), _status_read(window)
-        views = (store.source_view(run, status, interval), store.query_batch_view(run, status, interval),
-                 store.state_view(run, status, interval),
-                 store.executor_view(app, status, interval) if isinstance(app, str) and app else None)
+        views = {sc.QUERY_SOURCES: store.source_view(run, status, interval),
+                 sc.QUERY_BATCHES: store.query_batch_view(run, status, interval),
+                 sc.QUERY_STATE: store.state_view(run, status, interval),
+                 sc.QUERY_EXECUTORS: store.executor_view(app, status, interval) if isinstance(app, str) and app
+                 else None}
     except InfluxError:
-        return (dash.no_update,) * 5
-    builders = (sc.sources_section, sc.batches_section, sc.state_section, sc.executors_section)
-    changed, digests = c.only_changed({
-        name: ((view, frame.shown, revision, markers, generic), (lambda b=build, v=view: b(v, frame, generic)))
-        for name, build, view in zip(("sources", "batches", "state", "executors"), builders, views)},
-        digests, scope="job-query", tick=bool(window.get("tick")))
+        return (dash.no_update,) * (len(_SECTION_OUTPUTS) + 1)
+    builders = {sc.QUERY_SOURCES: sc.sources_section, sc.QUERY_BATCHES: sc.batches_section,
+                sc.QUERY_STATE: sc.state_section, sc.QUERY_EXECUTORS: sc.executors_section}
+    parts, charts = {}, {}
+    for section in sc.SECTIONS:
+        view = views[section]
+        built = builders[section](view, frame, generic)
+        parts[f"{section}:style"] = c.as_is(None if built.body is not None else sc.HIDDEN)
+        parts[f"{section}:body"] = ((view, generic), lambda b=built: b.body)
+        parts[f"{section}:charts"] = c.as_is(None if built.charts else sc.HIDDEN)
+        for name in sc.CHARTS[section]:
+            graph = f"{section}-{name}"
+            charts[graph] = ((view, frame.shown, revision, markers), built.charts.get(graph, lambda: dash.no_update))
+    changed, digests = c.only_changed({**parts, **charts}, digests, patch=tuple(charts), scope="job-query",
+                                      tick=bool(window.get("tick")))
     return (*changed, digests)
 
 
@@ -358,8 +376,8 @@ def pace_job(live, refresh):
     return c.refresh_state(refresh, live)
 
 
-def _range_outputs(duplicate: bool = False) -> list[Output]:
-    return [Output(f"{JOB_RANGE}-{part}", prop, allow_duplicate=duplicate) for part, prop in (
+def _range_outputs() -> list[Output]:
+    return [Output(f"{JOB_RANGE}-{part}", prop) for part, prop in (
         ("range", "value"), ("from-date", "date"), ("from-time", "value"), ("to-date", "date"), ("to-time", "value"))]
 
 
@@ -369,14 +387,8 @@ def _zoom(*relayouts):
     return (dash.no_update,) * 5 if picked is None else (RANGE_CUSTOM, *picked)
 
 
-zoom_job = callback(*_range_outputs(), *[Input(g, "relayoutData") for g in TIME_GRAPHS],
+zoom_job = callback(*_range_outputs(), *[Input(g, "relayoutData") for g in (*TIME_GRAPHS, *sc.SECTION_GRAPHS)],
                     prevent_initial_call=True)(_zoom)
-
-
-# The query's sections draw their charts only when they have data: a zoom callback per chart, as a
-# callback waits for all its inputs to exist and a section the page left out would hold back the others.
-for _graph in sc.SECTION_GRAPHS:
-    callback(*_range_outputs(duplicate=True), Input(_graph, "relayoutData"), prevent_initial_call=True)(_zoom)
 
 
 clientside_callback(c.URL_SYNC_JS, Output(JOB_URL, "data"), *c.url_sync_inputs(JOB_RANGE))

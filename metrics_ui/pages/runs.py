@@ -36,7 +36,7 @@ RUNS_PICK_BOX = "runs-pick-box"
 _HIDDEN = {"display": "none"}
 # "\n": where a long header breaks (th is white-space: pre-line), so the table fits a 1280-px window
 RUNS_HEADER = ("run", "status", "start (UTC)", "duration", "events",
-               "throughput (events/s)\nlast min or test window", "p99 last step\nlast min or test window",
+               "throughput\nlast min or test window", "p99 last step\nlast min or test window",
                "backpressure", "query id", "alerts firing")
 #: Characters of a query id the table shows (a UUID's first group); the whole id is its tooltip.
 QUERY_ID_CHARS = 8
@@ -79,9 +79,9 @@ def _row(r: RunInfo, firing: list[str]) -> list:
 
 
 def _throughput(r: RunInfo) -> str:
-    """Market Spread's events/s as the header says; any other query's rows/s (Spark's inputRowsPerSecond) named."""
-    rate = c.fmt_rate(r.throughput_eps)
-    return rate if r.throughput_unit == "events/s" or r.throughput_eps is None else f"{rate} {r.throughput_unit}"
+    """Return the run's throughput with its unit: Market Spread's events/s, any other query's rows/s
+    (Spark's inputRowsPerSecond); one column holds both, so each cell names its own."""
+    return "—" if r.throughput_eps is None else f"{c.fmt_rate(r.throughput_eps)} {r.throughput_unit}"
 
 
 def _p99(r: RunInfo):
