@@ -27,7 +27,7 @@ SCRIPT_DIRS = ("scripts/", ".ci/")
 
 _NOT_DIARY = r"(?<!spark )(?<!login )(?<!browser )(?<!user )"
 DIARY = [
-    re.compile(_NOT_DIARY + r"\bsessions? \d+", re.IGNORECASE),
+    re.compile(_NOT_DIARY + r"\bsessions?[ -]\d+", re.IGNORECASE),
     re.compile(r"\bsittings? \d", re.IGNORECASE),
     re.compile(r"\bissue \d+, session", re.IGNORECASE),
     re.compile(r"\(\d{4}-\d{2}-\d{2},? re-?(run|measured?)\)", re.IGNORECASE),
@@ -70,7 +70,8 @@ def diary_lines(path: Path) -> list[str]:
 
 def test_the_diary_patterns_tell_diary_from_spark_sessions():
     diary = ["measured in session 4", "Issue 17, session 20: six sittings", "two sittings 3 and 4",
-             "sessions 19-20 pooled", "p99 (2026-11-27 re-run)", "Session 12 gave"]
+             "sessions 19-20 pooled", "p99 (2026-11-27 re-run)", "Session 12 gave",
+             "since the session-2 run"]
     product = ["the Spark session 2.67 → 2.28 s", "one local Spark session per test session",
                "a login session 1 h long", "SparkSession.builder", "a session cookie",
                "each in a session of its own", "sitting_file(path)"]
