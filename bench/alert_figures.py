@@ -1,32 +1,28 @@
 """What one evaluation of a rule on a Spark query's figures costs against a real InfluxDB.
 
-    python bench/alert_figures.py [--batches 36000] [--repeat 10]
+    python -m bench.alert_figures [--batches 36000] [--repeat 10]
 
 Starts a project InfluxDB (free loopback port, a temporary state folder), writes
 `--batches` `spark_progress` points of one query, one per 100 ms (36,000: an hour), and
 times `MetricReader.value` for a figure-to-figure rule (two counts in one request) and
 for aggregates over the whole window. Medians, minima and maxima are printed with each
-rule's value and written to bench/results/alert-figures-<UTC>.json; never fails on a figure.
+rule's value and written to bench/out/alert-figures-<UTC>.json (`--record`: bench/results/); never fails on a figure.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH.parent))
-
-from alerts.query import MetricReader  # noqa: E402
-from alerts.rules import Rule  # noqa: E402
-from collector.influx import Point, ensure_database  # noqa: E402
-from collector.influx.server import InfluxServer  # noqa: E402
+from bench.output import add_record_flag, result_path, shown, write_result
+from alerts.query import MetricReader
+from alerts.rules import Rule
+from collector.influx import Point, ensure_database
+from collector.influx.server import InfluxServer
 
 CONDITIONS = ("batch_duration > trigger", "input_rate > processing_rate", "p99(batch_duration) > 1s",
               "rows_behind > 1M")
@@ -66,9 +62,10 @@ def measure(batches: int, repeat: int) -> dict[str, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     """Measure, print, write the JSON."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.alert_figures", description=__doc__.split("\n")[0])
     ap.add_argument("--batches", type=int, default=36_000)
     ap.add_argument("--repeat", type=int, default=10)
+    add_record_flag(ap)
     args = ap.parse_args(argv)
     runs = measure(max(1, args.batches), max(1, args.repeat))
     summary = {}
@@ -79,11 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{text:>30}: value {r['value']:.4g}, median {summary[text]['median_ms']:.1f} ms "
               f"(min {summary[text]['min_ms']:.1f}, max {summary[text]['max_ms']:.1f}) per evaluation "
               f"over {args.batches} batches")
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    path = BENCH / "results" / f"alert-figures-{stamp}.json"
-    path.write_text(json.dumps({"args": vars(args), "loadavg_at_start": os.getloadavg(), "summary": summary,
-                                "runs": runs}, indent=1))
-    print(f"written to {path}")
+    path = write_result({"args": vars(args), "loadavg_at_start": os.getloadavg(), "summary": summary,
+                         "runs": runs}, result_path("alert-figures", args.record))
+    print(f"written to {shown(path)}")
     return 0
 
 

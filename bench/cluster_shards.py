@@ -1,7 +1,7 @@
 """The job on a real standalone cluster with 1, 2, 4 shards: throughput and bytes read per event.
 
-    python bench/cluster_shards.py                          # 1M NBBO + 1M orders, 2,000 symbols
-    python bench/cluster_shards.py --nbbo 250000 --orders 250000 --shards 1,2   # a quick look
+    python -m bench.cluster_shards                          # 1M NBBO + 1M orders, 2,000 symbols
+    python -m bench.cluster_shards --nbbo 250000 --orders 250000 --shards 1,2   # a quick look
 
 A master and two 1-core workers on loopback (bench/spark_cluster.py, as
 tests/reliability/test_cluster.py starts them). Per shard count N, in a fresh state
@@ -14,14 +14,13 @@ log committed, and events/s over it; the same from the first commit on (Spark's 
 first batch left out); bytes the job's tasks read per event (the job's own counter, a
 Spark accumulator it logs at stop: 64 when one task reads the log, ~72 when each task
 reads its shard's file, 64 x N if the tasks fell back to the log); and whether the
-committed results equal the plain-Python reference over the log (bench/e2e.py's check).
-Written to bench/results/cluster-shards-<UTC>.json. Exit 0 whatever the figures, 1 if a
+committed results equal the plain-Python reference over the log (perf/exactness.py).
+Written to bench/out/cluster-shards-<UTC>.json (`--record`: bench/results/). Exit 0 whatever the figures, 1 if a
 run broke.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import shutil
@@ -32,20 +31,17 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+from bench.output import ROOT, add_record_flag, result_path, shown, write_result
+from bench.spark_cluster import job_bytes_read, start_cluster
+from engine.formats.log import read_consumed, read_head
+from engine.ingress.stats import read_stats
+from engine.formats.batch import read_committed
+from engine.tools.generate import generate
+from engine.tools.sender import send_acknowledged
+from perf.exactness import check_exactness
+from perf.fleet import Fleet, log_tail, wait_until
+from perf.sysinfo import git_info, machine_summary
 
-import e2e  # noqa: E402
-from engine.formats.log import read_consumed, read_head  # noqa: E402
-from engine.ingress.stats import read_stats  # noqa: E402
-from engine.formats.batch import read_committed  # noqa: E402
-from engine.tools.generate import generate  # noqa: E402
-from engine.tools.sender import send_acknowledged  # noqa: E402
-from perf.fleet import Fleet, log_tail, wait_until  # noqa: E402
-from spark_cluster import job_bytes_read, start_cluster  # noqa: E402
-
-RESULTS_DIR = ROOT / "bench" / "results"
 WORKERS = 2
 JOB_READY = 240.0
 DRAIN = 1800.0
@@ -116,7 +112,7 @@ def run_shards(n: int, url: str, data: tuple[Path, Path], run_dir: Path, max_row
         fleet.stop_all()
     read, _ = job_bytes_read(job.log_path)
     frames, side = read_committed(run_dir / "results")
-    ex = e2e.check_exactness(run_dir, frames, side, t_done - t_ready)
+    ex = check_exactness(run_dir, frames, side, t_done - t_ready)
     drain, steady = t_done - t_ready, t_done - first[0]
     return ShardRun(n, shard_files, head, round(ingest_s, 3), round(t_ready - t0, 3), round(drain, 3), round(head / drain),
                     round(steady, 3), round((head - first[1]) / steady) if steady > 0 else 0, read,
@@ -143,7 +139,7 @@ def _raise_interrupt(*_):
 def main(argv: list[str] | None = None) -> int:
     """Start the cluster, run each shard count, print and write the figures."""
     argv = sys.argv if argv is None else argv
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.cluster_shards", description=__doc__.split("\n")[0])
     p.add_argument("--nbbo", type=int, default=1_000_000)
     p.add_argument("--orders", type=int, default=1_000_000)
     p.add_argument("--symbols", type=int, default=2_000)
@@ -154,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="also run each N > 1 without shard files (the tasks read the log ranges, as before)")
     p.add_argument("--state-dir", type=Path, help="default: a temp folder, deleted afterwards")
     p.add_argument("--keep", action="store_true", help="keep the state folder (logs, shard files, results)")
+    add_record_flag(p)
     args = p.parse_args(argv[1:])
     java = shutil.which("java")
     if java is None:
@@ -162,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)
     temp = args.state_dir is None
     state = (Path(tempfile.mkdtemp(prefix="ms-cluster-shards-")) if temp else args.state_dir).resolve()
-    machine, git = e2e.machine_info(), e2e.git_info()
+    machine, git = machine_summary(), git_info(ROOT)
     cluster_fleet = Fleet(state / "cluster" / "logs", cwd=state / "cluster", env={"PYTHONPATH": str(ROOT)})
     runs: list[ShardRun] = []
     try:
@@ -193,18 +190,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cluster-shards: state kept in {state}", file=sys.stderr)
         elif temp:
             shutil.rmtree(state, ignore_errors=True)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / f"cluster-shards-{stamp}.json"
+    path = result_path("cluster-shards", args.record)
+    stamp = path.stem.rsplit("-", 1)[-1]
     doc = {"benchmark": "cluster-shards", "utc": stamp, "command": shlex.join([sys.executable, *argv]),
            "git": git, "machine": dict(machine, loadavg_at_end=list(os.getloadavg())),
            "config": {"workers": WORKERS, "worker_cores": 1, "nbbo": args.nbbo, "orders": args.orders,
                       "symbols": args.symbols, "wide_share": args.wide_share,
                       "max_rows_per_batch": args.max_rows_per_batch},
            "runs": [asdict(r) for r in runs]}
-    path.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"\ncluster-shards (commit {git['commit']}{', dirty' if git['dirty'] else ''}):\n{summary(runs)}\n"
-          f"  -> {path.relative_to(ROOT)}", flush=True)
+    write_result(doc, path)
+    print(f"\ncluster-shards (commit {(git['commit'] or '?')[:10]}{', dirty' if git['dirty'] else ''}):\n{summary(runs)}\n"
+          f"  -> {shown(path)}", flush=True)
     return 0
 
 

@@ -17,7 +17,6 @@ never fails on a figure.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -26,15 +25,15 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
-
-import e2e  # noqa: E402  (also puts the project root on sys.path)
-from collector.influx.server import InfluxServer  # noqa: E402
-from engine.storage.diskspace import allocated_bytes  # noqa: E402
-from engine.formats.log import RECORD_BYTES, read_consumed, read_head, segment_firsts  # noqa: E402
-from engine.formats.batch import retained_from  # noqa: E402
-from engine.storage.retention import parse_duration_s  # noqa: E402
+from bench.output import ROOT, add_record_flag, result_path, shown, write_result
+from collector.influx.server import InfluxServer
+from engine.formats.log import RECORD_BYTES, read_consumed, read_head, segment_firsts
+from engine.formats.batch import retained_from
+from engine.storage.diskspace import allocated_bytes
+from engine.storage.retention import parse_duration_s
+from perf import e2e
+from perf.fleet import Fleet, check_alive, signals_ignored, wait_until
+from perf.sysinfo import git_info, machine_summary
 
 DB = "disk"
 PARTS = ("ingress", "results", "checkpoint")
@@ -67,11 +66,11 @@ def run(state_dir: Path, duration: float, rate: int, every: float, retention: st
     """Run the whole path at `rate` for `duration` s with retention on; return the samples."""
     influx = InfluxServer(state_dir / "influx", port=0, db=DB)
     influx.start()
-    nbbo, orders = e2e.ensure_data(state_dir / "data", symbols, 0.1)
+    nbbo, orders = e2e.ensure_input(state_dir / "data", symbols, wide_share=0.1)
     run_dir = state_dir / "run"
     shutil.rmtree(run_dir, ignore_errors=True)
     (run_dir / "logs").mkdir(parents=True)
-    fleet = e2e.Fleet(run_dir / "logs", cwd=run_dir,
+    fleet = Fleet(run_dir / "logs", cwd=run_dir,
                       env={"MS_INFLUX_URL": influx.url, "MS_INFLUX_DB": DB, "MS_METRICS": "true"})
     cfg = e2e.BenchConfig(mode="latency", duration=duration, warmup=0, rate=rate, symbols=symbols,
                           wide_share=0.1, master="local[*]", shards=1, max_rows_per_batch=None,
@@ -81,15 +80,15 @@ def run(state_dir: Path, duration: float, rate: int, every: float, retention: st
         ingress, ports = e2e.start_ingress(fleet, run_dir, cfg)
         job = fleet.spawn("job", ["job", "--state-dir", run_dir, "--results-retention", retention,
                                   "--results-retention-bytes", retention_bytes])
-        e2e.wait_until(lambda: "job started" in job.log_path.read_text(errors="replace"),
+        wait_until(lambda: "job started" in job.log_path.read_text(errors="replace"),
                        e2e.JOB_READY_TIMEOUT, "the job to start its query", fleet.procs, interval=0.5)
         e2e.start_senders(fleet, ports, {"nbbo": nbbo, "orders": orders}, rate)
-        e2e.wait_until(lambda: read_consumed(run_dir / "ingress") > 0, e2e.JOB_READY_TIMEOUT,
+        wait_until(lambda: read_consumed(run_dir / "ingress") > 0, e2e.JOB_READY_TIMEOUT,
                        "the first commit", fleet.procs)
         t0 = time.monotonic()
         for k in range(int(duration / every) + 1):
             time.sleep(max(0.0, t0 + k * every - time.monotonic()))
-            e2e.check_alive(fleet.procs)
+            check_alive(fleet.procs)
             s = take(time.monotonic() - t0, run_dir)
             samples.append(s)
             if k % max(1, int(60 / every)) == 0:
@@ -101,7 +100,7 @@ def run(state_dir: Path, duration: float, rate: int, every: float, retention: st
                       f"{b['other'] / 2**20:,.2f}", flush=True)
         fleet.stop(job, timeout=e2e.JOB_STOP_TIMEOUT, leader_only=True)
     finally:
-        with e2e.signals_ignored():
+        with signals_ignored():
             fleet.stop_all()
         influx.stop()
     return samples
@@ -140,13 +139,14 @@ def figures(samples: list[DiskSample], retention_s: float | None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench/disk_usage.py", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.disk_usage", description=__doc__.split("\n\n")[0])
     p.add_argument("--duration", type=float, default=1800.0, help="seconds of steady load (1800)")
     p.add_argument("--rate", type=int, default=100_000, help="events/s over both streams (100000)")
     p.add_argument("--every", type=float, default=10.0, help="seconds between samples (10)")
     p.add_argument("--results-retention", default="5m", help="the job's --results-retention (5m)")
     p.add_argument("--results-retention-bytes", default="10GiB", help="the job's --results-retention-bytes")
     p.add_argument("--state-dir", type=Path, help="where to run (default: a temp folder, removed)")
+    add_record_flag(p)
     args = p.parse_args(argv)
     temp = args.state_dir is None
     state_dir = Path(tempfile.mkdtemp(prefix="ms-disk-")) if temp else args.state_dir
@@ -169,15 +169,13 @@ def main(argv: list[str] | None = None) -> int:
           f"(first third max {st['first_third_max_bytes'] / 2**20:,.1f}, last third max "
           f"{st['last_third_max_bytes'] / 2**20:,.1f}); written in all {fig['written_total_bytes'] / 2**30:,.1f} GiB",
           flush=True)
-    e2e.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = e2e.RESULTS_DIR / f"disk-usage-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    path.write_text(json.dumps({
-        "argv": sys.argv, "git": e2e.git_info(), "machine": e2e.machine_info(),
+    path = write_result({
+        "argv": sys.argv, "git": git_info(ROOT), "machine": machine_summary(),
         "config": {"duration": args.duration, "rate": args.rate, "every": args.every,
                    "results_retention": args.results_retention,
                    "results_retention_bytes": args.results_retention_bytes},
-        "figures": fig, "samples": [asdict(s) for s in samples]}, indent=1))
-    print(f"disk_usage: wrote {path}")
+        "figures": fig, "samples": [asdict(s) for s in samples]}, result_path("disk-usage", args.record))
+    print(f"disk_usage: wrote {shown(path)}")
     return 0
 
 

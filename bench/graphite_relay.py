@@ -1,6 +1,6 @@
 """What Spark's metrics sink sends and what relaying it into `spark_executor` points costs.
 
-    python bench/graphite_relay.py [--reports 1000] [--spark-seconds 8]
+    python -m bench.graphite_relay [--reports 1000] [--spark-seconds 8]
 
 1. Parsing: CPU (`time.process_time`) to parse and assemble `--reports` driver reports
    (the real lines of tests/collector/data/spark_graphite_lines.txt, a new timestamp each),
@@ -10,7 +10,8 @@
 3. Spark: a real local[2] session per setting (unless `--spark-seconds 0`), with and without
    the filter, its lines per report (lines / connections) as the relay counted them.
 
-Figures are printed and written to bench/results/graphite-relay-<UTC>.json; never fails on a figure.
+Figures are printed and written to bench/out/graphite-relay-<UTC>.json
+(`--record`: bench/results/); never fails on a figure.
 """
 from __future__ import annotations
 
@@ -22,15 +23,12 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH.parent))
+from bench.output import ROOT, add_record_flag, result_path, shown, write_result
+from collector.graphite import SINK_REGEX, ExecutorReportAssembler, parse_line, spark_metrics_conf
+from collector.graphite_relay import GraphiteRelay
 
-from collector.graphite import SINK_REGEX, ExecutorReportAssembler, parse_line, spark_metrics_conf  # noqa: E402
-from collector.graphite_relay import GraphiteRelay  # noqa: E402
-
-FIXTURE = BENCH.parent / "tests" / "collector" / "data" / "spark_graphite_lines.txt"
+FIXTURE = ROOT / "tests" / "collector" / "data" / "spark_graphite_lines.txt"
 APP = "local-1795869546325"
 JOB = """
 import json, sys, time
@@ -120,9 +118,10 @@ def spark_lines(seconds: float, filtered: bool) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.graphite_relay", description=__doc__.splitlines()[0])
     ap.add_argument("--reports", type=int, default=1000)
     ap.add_argument("--spark-seconds", type=float, default=8.0)
+    add_record_flag(ap)
     args = ap.parse_args()
     out = {"loadavg_at_start": os.getloadavg(),
            "parse_filtered": parse_cost(driver_report(True), args.reports),
@@ -133,11 +132,8 @@ def main() -> int:
         out["spark_unfiltered"] = spark_lines(args.spark_seconds, False)
     for name, figures in out.items():
         print(f"{name:26} {figures}")
-    results = BENCH / "results"
-    results.mkdir(exist_ok=True)
-    path = results / f"graphite-relay-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    path.write_text(json.dumps(out, indent=1))
-    print(f"written to {path}")
+    path = write_result(out, result_path("graphite-relay", args.record))
+    print(f"written to {shown(path)}")
     broken = any(v.get("returncode", 0) != 0 for v in out.values() if isinstance(v, dict))
     return 1 if broken else 0
 

@@ -17,27 +17,27 @@ broke or a check failed, never on a figure.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import shutil
 import sys
 import tempfile
-import time
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
-
-import e2e  # noqa: E402  (also puts the project root on sys.path)
-from collector.influx import InfluxClient  # noqa: E402
-from collector.influx.server import InfluxServer  # noqa: E402
-from engine.formats.log import read_consumed  # noqa: E402
-from engine.output.metrics_shipper import committed_intervals  # noqa: E402
+from bench.output import ROOT, add_record_flag, result_path, shown, write_result
+from collector.influx import InfluxClient
+from collector.influx.server import InfluxServer
+from engine.formats.log import read_consumed
+from engine.output.metrics_shipper import committed_intervals
+from engine.formats.batch import read_committed
+from perf import e2e
+from perf.exactness import check_exactness
+from perf.fleet import Fleet, signals_ignored, wait_until
+from perf.sysinfo import git_info, machine_summary
 
 DB = "outage_bench"
 
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace, state_dir: Path) -> dict:
     influx.start()
     client = influx.client()
     env = {**client.config.as_env(), "MS_METRICS": "true"}
-    nbbo, orders = e2e.ensure_data(state_dir / "data", args.symbols, args.wide_share)
+    nbbo, orders = e2e.ensure_input(state_dir / "data", args.symbols, wide_share=args.wide_share)
     cfg = e2e.BenchConfig(mode="throughput" if args.rate is None else "latency", duration=0,
                           warmup=args.warmup, rate=args.rate, symbols=args.symbols,
                           wide_share=args.wide_share, master=args.master, shards=args.shards,
@@ -87,14 +87,14 @@ def run(args: argparse.Namespace, state_dir: Path) -> dict:
     run_dir = state_dir / "run"
     shutil.rmtree(run_dir, ignore_errors=True)
     (run_dir / "logs").mkdir(parents=True)
-    fleet = e2e.Fleet(run_dir / "logs", cwd=run_dir, env=env)
+    fleet = Fleet(run_dir / "logs", cwd=run_dir, env=env)
     log_dir = run_dir / "ingress"
     phases: dict[str, list[e2e.Sample]] = {}
     try:
         ingress, ports = e2e.start_ingress(fleet, run_dir, cfg)
         job = e2e.start_job(fleet, run_dir, cfg)
         senders = e2e.start_senders(fleet, ports, {"nbbo": nbbo, "orders": orders}, cfg.rate)
-        e2e.wait_until(lambda: read_consumed(log_dir) > 0, e2e.JOB_READY_TIMEOUT, "the first commit",
+        wait_until(lambda: read_consumed(log_dir) > 0, e2e.JOB_READY_TIMEOUT, "the first commit",
                        fleet.procs)
         print(f"outage: warm-up {args.warmup:g} s", flush=True)
         e2e.sample_run(log_dir, args.warmup, args.warmup, fleet.procs)
@@ -108,10 +108,10 @@ def run(args: argparse.Namespace, state_dir: Path) -> dict:
         drain_s = e2e.stop_input_and_drain(fleet, senders, ingress, job, log_dir)
         fleet.stop(job, timeout=e2e.JOB_STOP_TIMEOUT, leader_only=True)
     finally:
-        with e2e.signals_ignored():
+        with signals_ignored():
             fleet.stop_all()
-    frames, side = e2e.read_committed(run_dir / "results")
-    exact = e2e.check_exactness(run_dir, frames, side, drain_s)
+    frames, side = read_committed(run_dir / "results")
+    exact = check_exactness(run_dir, frames, side, drain_s)
     check = metrics_check(client, run_dir)
     influx.stop()
     figs = {name: phase_figures(s) for name, s in phases.items()}
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace, state_dir: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench/influx_outage.py", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.influx_outage", description=__doc__.split("\n\n")[0])
     p.add_argument("--outage", type=float, default=30.0, help="seconds InfluxDB is down (30)")
     p.add_argument("--before", type=float, default=30.0, help="seconds measured before the outage (30)")
     p.add_argument("--after", type=float, default=30.0, help="seconds measured after it (30)")
@@ -133,10 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     e2e.add_job_arguments(p)
     p.set_defaults(rate=None)
     p.add_argument("--state-dir", type=Path, help="default: a temporary folder, removed afterwards")
+    add_record_flag(p)
     args = p.parse_args(argv)
     temp = args.state_dir is None
     state_dir = Path(tempfile.mkdtemp(prefix="ms-outage-")) if temp else args.state_dir
-    machine, git = e2e.machine_info(), e2e.git_info()
+    machine, git = machine_summary(), git_info(ROOT)
     try:
         res = run(args, state_dir)
     except (RuntimeError, TimeoutError) as e:
@@ -145,18 +146,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if temp:
             shutil.rmtree(state_dir, ignore_errors=True)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path = result_path("influx-outage", args.record)
+    stamp = path.stem.rsplit("-", 1)[-1]
     doc = {"benchmark": "influx-outage", "utc": stamp, "command": shlex.join([sys.executable, *sys.argv]),
            "git": git, "machine": dict(machine, loadavg_at_end=list(os.getloadavg())), **res}
-    e2e.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = e2e.RESULTS_DIR / f"influx-outage-{stamp}.json"
-    path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    write_result(doc, path, default=str)
     ph = res["phases"]
     print(f"\nprocessed events/s: before {ph['before']['processed_mean']:,.0f}, during the outage "
           f"{ph['during']['processed_mean']:,.0f}, after {ph['after']['processed_mean']:,.0f}\n"
           f"during/before {res['during_over_before']:.3f}, after/before {res['after_over_before']:.3f}; "
           f"noise (5-s spread before) {res['noise_before_5s']:.3f}\n"
-          f"exact: {res['exactness']['exact']}; metrics: {res['metrics']}\n-> {path}")
+          f"exact: {res['exactness']['exact']}; metrics: {res['metrics']}\n-> {shown(path)}")
     return 0 if res["exactness"]["exact"] and res["metrics"]["ok"] else 1
 
 

@@ -1,31 +1,27 @@
 """What authentication and auto-created databases cost: server start-ups and first writes.
 
-    python bench/influx_setup.py [--repeat 5] [--points 1000]
+    python -m bench.influx_setup [--repeat 5] [--points 1000]
 
 Each round starts a fresh project InfluxDB (`InfluxServer`, free loopback port, a new
 state folder): the first start generates the admin credentials, creates the admin user
 and the database; a restart only checks them. Then a writer sends `--points` points to a
 database that does not exist yet (the writer creates it with the retention policies and
 resends) and the same number to an existing one. Medians, minima and maxima are printed
-and written to bench/results/influx-setup-<UTC>.json; never fails on a figure.
+and written to bench/out/influx-setup-<UTC>.json (`--record`: bench/results/); never fails on a figure.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH.parent))
-
-from collector.influx import InfluxClient, InfluxWriter, Point  # noqa: E402
-from collector.influx.server import InfluxServer  # noqa: E402
+from bench.output import add_record_flag, result_path, shown, write_result
+from collector.influx import InfluxClient, InfluxWriter, Point
+from collector.influx.server import InfluxServer
 
 
 def _write_seconds(server: InfluxServer, db: str, spool: Path, n: int) -> float:
@@ -64,19 +60,19 @@ def measure(repeat: int, points: int) -> dict[str, list[float]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Measure, print, write the JSON."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.influx_setup", description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--points", type=int, default=1000)
+    add_record_flag(ap)
     args = ap.parse_args(argv)
     runs = measure(max(1, args.repeat), max(1, args.points))
     summary = {k: {"median_ms": statistics.median(v) * 1e3, "min_ms": min(v) * 1e3, "max_ms": max(v) * 1e3}
                for k, v in runs.items()}
     for k, s in summary.items():
         print(f"{k:>24}: median {s['median_ms']:.0f} ms (min {s['min_ms']:.0f}, max {s['max_ms']:.0f})")
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    path = BENCH / "results" / f"influx-setup-{stamp}.json"
-    path.write_text(json.dumps({"args": vars(args), "summary": summary, "runs": runs}, indent=1))
-    print(f"written to {path}")
+    path = write_result({"args": vars(args), "summary": summary, "runs": runs},
+                        result_path("influx-setup", args.record))
+    print(f"written to {shown(path)}")
     return 0
 
 

@@ -21,7 +21,6 @@ a run that broke or failed a check does (exit 1).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import shlex
@@ -35,14 +34,14 @@ from pathlib import Path
 
 import numpy as np
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
-
-import e2e  # noqa: E402  (also puts the project root on sys.path)
-from collector.influx import InfluxClient, InfluxError  # noqa: E402
-from collector.influx.server import InfluxServer  # noqa: E402
-from collector.samples import STEP_CHECK, STEP_E2E, STEP_INGRESS, STEP_SINK, STEP_SOURCE  # noqa: E402
-from perf.sysinfo import cpu_percent, session_usage  # noqa: E402
+from bench.output import ROOT, add_record_flag, result_path, shown, write_result
+from collector.influx import InfluxClient, InfluxError
+from collector.influx.server import InfluxServer
+from collector.samples import STEP_CHECK, STEP_E2E, STEP_INGRESS, STEP_SINK, STEP_SOURCE
+from perf import e2e
+from perf.exactness import ExactnessFigures
+from perf.fleet import signals_ignored
+from perf.sysinfo import cpu_percent, git_info, machine_summary, session_usage
 
 ARMS = ("off", "on")                  # run order within odd pairs (even pairs: reversed)
 OFF_ARGS = ("--no-metrics",)          # on the ingress's and the job's command lines
@@ -229,7 +228,7 @@ def verdicts(mode: str, comps: list[Comparison]) -> list[Verdict]:
 
 # --------------------------------------------------------------------------- InfluxDB checks
 
-def expected_counts(ex: e2e.ExactnessFigures) -> dict[str, int]:
+def expected_counts(ex: ExactnessFigures) -> dict[str, int]:
     """Events each step must have counted in a run (every logged event once; sink: each result)."""
     counts = {STEP_INGRESS: ex.head, STEP_SOURCE: ex.consumed, STEP_CHECK: ex.consumed,
               STEP_E2E: ex.consumed, STEP_SINK: ex.committed}
@@ -248,7 +247,7 @@ def point_count(client: InfluxClient, run_id: str | None = None) -> int:
     return int(res[0].values[0][1]) if res and res[0].values else 0
 
 
-def check_metrics_on(client: InfluxClient, run_dir: Path, ex: e2e.ExactnessFigures) -> MetricsCheck:
+def check_metrics_on(client: InfluxClient, run_dir: Path, ex: ExactnessFigures) -> MetricsCheck:
     """Wait until the run's per-step counts in InfluxDB equal its events; say what differs if not."""
     try:
         run_id = (run_dir / "run_id").read_text().strip()
@@ -352,10 +351,9 @@ def report(runs: list[ArmRun], modes: list[str]) -> str:
 
 def write_json(runs: list[ArmRun], modes: list[str], args: argparse.Namespace, machine: dict, git: dict,
                influx: dict, argv: list[str], error: str | None) -> Path:
-    """Write every run, the comparisons, machine, commit and command line to bench/results/."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    e2e.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = e2e.RESULTS_DIR / f"metrics-overhead-{stamp}.json"
+    """Write every run, the comparisons, machine, commit and command line (bench/out/, or bench/results/ with --record)."""
+    path = result_path("metrics-overhead", args.record)
+    stamp = path.stem.rsplit("-", 1)[-1]
     summary = {}
     for mode in modes:
         comps = mode_comparisons(runs, mode)
@@ -369,10 +367,7 @@ def write_json(runs: list[ArmRun], modes: list[str], args: argparse.Namespace, m
            "influxdb": influx, "complete": error is None, "error": error,
            "all_checks_ok": all(r.ok for r in runs), "summary": summary,
            "runs": [_run_doc(r) for r in runs]}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(_nan_to_none(doc), indent=1) + "\n")
-    tmp.replace(path)
-    return path
+    return write_result(_nan_to_none(doc), path)
 
 
 def _nan_to_none(x):
@@ -403,7 +398,7 @@ def _run_doc(r: ArmRun) -> dict:
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the benchmark's argument parser (e2e.py's flags, plus --pairs)."""
-    p = argparse.ArgumentParser(prog="bench/metrics_overhead.py", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.metrics_overhead", description=__doc__.split("\n\n")[0])
     p.add_argument("mode", nargs="?", default="all", choices=("throughput", "latency", "all"),
                    help="which runs to pair (default all: throughput, then latency, in each pair)")
     p.add_argument("--pairs", type=int, default=3, help="off/on pairs per mode (3)")
@@ -412,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     e2e.add_job_arguments(p)
     p.add_argument("--state-dir", type=Path, help="where input, InfluxDB and runs go (default: a temp folder)")
     p.add_argument("--keep", action="store_true", help="keep every run's folder and the InfluxDB data")
+    add_record_flag(p)
     return p
 
 
@@ -430,10 +426,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.pairs < 1 or args.duration < e2e.WINDOW * e2e.SAMPLE_EVERY or (args.warmup or 0) < 0:
         raise SystemExit(f"metrics_overhead: --pairs >= 1, --duration >= {e2e.WINDOW * e2e.SAMPLE_EVERY:g} s, "
                          "--warmup >= 0")
-    signal.signal(signal.SIGTERM, e2e._raise_interrupt)
+    signal.signal(signal.SIGTERM, e2e.raise_interrupt)
     temp = args.state_dir is None
     state_dir = (Path(tempfile.mkdtemp(prefix="ms-metrics-overhead-")) if temp else args.state_dir).resolve()
-    machine, git = e2e.machine_info(), e2e.git_info()
+    machine, git = machine_summary(), git_info(ROOT)
     cfgs = configs(args, state_dir)
     modes = [c.mode for c in cfgs]
     runs: list[ArmRun] = []
@@ -446,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         client = server.client()
         print(f"metrics_overhead: InfluxDB {status.version} at {status.url}; {args.pairs} pair(s) of "
               f"{', '.join(modes)}; state in {state_dir}", flush=True)
-        nbbo, orders = e2e.ensure_data(state_dir / "data", args.symbols, args.wide_share)
+        nbbo, orders = e2e.ensure_input(state_dir / "data", args.symbols, wide_share=args.wide_share)
         files = {"nbbo": nbbo, "orders": orders}
         total = args.pairs * len(cfgs) * len(ARMS)
         for pair in range(1, args.pairs + 1):
@@ -464,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         error, code = f"run failed: {e}", 1
         print(f"metrics_overhead: {error}", file=sys.stderr)
     finally:
-        with e2e.signals_ignored():
+        with signals_ignored():
             server.stop()
         e2e.cleanup(state_dir, temp, args.keep)
         if not (temp or args.keep):        # a given state dir keeps its input, not this run's InfluxDB
@@ -478,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
         path = write_json(runs, modes, args, machine, git, influx, argv, error)
         print(f"\nmetrics_overhead (commit {git['commit']}{', dirty' if git['dirty'] else ''}): "
               f"{len(runs)} runs, {'all checks ok' if not failed else f'{len(failed)} FAILED a check'}"
-              f"\n  -> {path.relative_to(e2e.ROOT)}", flush=True)
+              f"\n  -> {shown(path)}", flush=True)
         for r in failed:
             print(f"metrics_overhead: FAILED {run_line(r)}", file=sys.stderr)
     return code

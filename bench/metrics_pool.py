@@ -2,17 +2,16 @@
 
 One sitting's verdict reads a median of six pair ratios, and the runs it pairs vary by
 more than the effect it looks for: a run's batch gap settles anywhere from ~20 to ~36 ms
-at 50k events/s, whatever is switched on (bench/README.md, session 20). So a sitting may
-pass or fail on noise. This tool pools the pairs of the sittings given and says how sure
+at 50k events/s, whatever is switched on. So a sitting may pass or fail on noise. This tool pools the pairs of the sittings given and says how sure
 the figure is: each requirement's median pair ratio with a 95 % bootstrap interval
 (pairs drawn with replacement), per sitting and pooled.
 
-    python bench/metrics_pool.py bench/results/metrics-overhead-2026112[78]T*.json
+    python -m bench.metrics_pool bench/out/metrics-overhead-*.json
 
 A requirement is *met* when the whole interval is within its bound, *not met* when the
 whole interval is beyond it, *inconclusive* otherwise. The pooled figure assumes that
 the sittings measured the same code; the table shows each sitting's commit. Writes
-`bench/results/metrics-pool-<utc>.json`; never fails on a figure (exit 0), only on
+`bench/out/metrics-pool-<utc>.json` (`--record`: bench/results/); never fails on a figure (exit 0), only on
 files it cannot read (exit 2).
 """
 from __future__ import annotations
@@ -27,12 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
-
-from metrics_overhead import CPU_FIGURE, CPU_MAX_RATIO, P99_MAX_RATIO  # noqa: E402
-
-RESULTS_DIR = BENCH / "results"
+from bench.metrics_overhead import CPU_FIGURE, CPU_MAX_RATIO, P99_MAX_RATIO
+from bench.output import add_record_flag, result_path, shown, write_result
 
 #: The requirements read here: (comparison figure in the sitting's JSON, bound on on/off).
 REQUIREMENTS = ((CPU_FIGURE, CPU_MAX_RATIO), ("p99 latency to committed (ms)", P99_MAX_RATIO))
@@ -136,9 +131,10 @@ def report(sittings: list[Sitting], per: list[list[Judgement]], pool: list[Judge
 
 def main(argv: list[str] | None = None) -> int:
     """Pool the given sittings, print the table, write it as JSON."""
-    p = argparse.ArgumentParser(prog="bench/metrics_pool.py", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.metrics_pool", description=__doc__.split("\n\n")[0])
     p.add_argument("files", nargs="+", type=Path, help="metrics_overhead.py result files (JSON)")
-    p.add_argument("--out", type=Path, help="where to write the JSON (default bench/results/metrics-pool-<utc>.json)")
+    p.add_argument("--out", type=Path, help="where to write the JSON (default bench/out/metrics-pool-<utc>.json)")
+    add_record_flag(p)
     args = p.parse_args(argv)
     try:
         sittings = [read_sitting(f) for f in args.files]
@@ -148,14 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     per = [[judge(f, b, median_interval(s.ratios.get(f, []))) for f, b in REQUIREMENTS] for s in sittings]
     pool = [judge(f, b, median_interval(pooled(sittings, f))) for f, b in REQUIREMENTS]
     print(report(sittings, per, pool))
+    path = args.out or result_path("metrics-pool", args.record)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    out = args.out or RESULTS_DIR / f"metrics-pool-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
+    out = write_result({
         "benchmark": "metrics-pool", "utc": stamp, "level": LEVEL, "draws": DRAWS, "mode": MODE,
         "sittings": [dict(asdict(s), judgements=[asdict(j) for j in js]) for s, js in zip(sittings, per)],
-        "pooled": [asdict(j) for j in pool]}, indent=1) + "\n")
-    print(f"  -> {out}")
+        "pooled": [asdict(j) for j in pool]}, path)
+    print(f"  -> {shown(out)}")
     return 0
 
 

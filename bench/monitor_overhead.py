@@ -8,34 +8,32 @@ across pairs. Figures come from Spark's own progress of each run (the example wr
 query's `recentProgress` with `--progress-out`), after `--warmup-batches`: throughput =
 input rows over the span of the measured batches' trigger starts, p99 of `batchDuration`.
 
-    .venv/bin/python bench/monitor_overhead.py                       # 4 pairs of 40 s (~7 min)
-    .venv/bin/python bench/monitor_overhead.py --pairs 2 --duration 20
-    .venv/bin/python bench/monitor_overhead.py --record              # keep the figures in bench/results/
+    .venv/bin/python -m bench.monitor_overhead                       # 4 pairs of 40 s (~7 min)
+    .venv/bin/python -m bench.monitor_overhead --pairs 2 --duration 20
+    .venv/bin/python -m bench.monitor_overhead --record              # keep the figures in bench/results/
 
-Figures are printed and written to `bench/results/` with `--record`, else to
-`.state/bench-results/`; no figure fails the benchmark.
+Figures are printed and written to `bench/out/` (`bench/results/` with `--record`); no
+figure fails the benchmark.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from collector.influx.server import InfluxServer  # noqa: E402
+from bench.output import ROOT, add_record_flag, result_path, shown, utc_stamp, write_result
+from collector.influx.server import InfluxServer
+from perf.sysinfo import machine_summary
 
 MAX_RATIO = 1.03
 ARMS = ("off", "on")
@@ -92,12 +90,12 @@ def figures(progress: list[dict], warmup_batches: int = 5) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.monitor_overhead", description=__doc__.splitlines()[0])
     ap.add_argument("--example", type=Path, default=ROOT / "examples" / "rate_windowed.py")
     ap.add_argument("--pairs", type=int, default=4)
     ap.add_argument("--duration", type=int, default=40, help="seconds per run")
     ap.add_argument("--rate", type=int, default=20_000, help="rows/s of the example's source")
-    ap.add_argument("--record", action="store_true", help="write the figures to bench/results/")
+    add_record_flag(ap)
     a = ap.parse_args(argv)
     runs: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="monitor-overhead-") as tmp:
@@ -127,14 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     thr, p99 = ratios["throughput_rows_per_s"]["median"], ratios["batch_ms_p99"]["median"]
     print(f"\nmonitor on/off, median of {a.pairs} pairs: throughput {thr:.3f}, p99 batch duration {p99:.3f} "
           f"(within {MAX_RATIO - 1:.0%}: {'yes' if 1 / MAX_RATIO <= thr and p99 <= MAX_RATIO else 'no'})")
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out_dir = ROOT / "bench" / "results" if a.record else ROOT / ".state" / "bench-results"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"monitor-overhead-{stamp}.json"
-    path.write_text(json.dumps({"example": a.example.name, "pairs": a.pairs, "duration_s": a.duration,
-                                "rate": a.rate, "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-                                "runs": runs, "ratios": ratios}, indent=1))
-    print(f"figures: {path.relative_to(ROOT)}")
+    path = write_result({"benchmark": "monitor-overhead", "utc": utc_stamp(), "example": a.example.name,
+                         "pairs": a.pairs, "duration_s": a.duration, "rate": a.rate,
+                         "machine": machine_summary(), "runs": runs, "ratios": ratios},
+                        result_path("monitor-overhead", a.record))
+    print(f"figures: {shown(path)}")
     return 0
 
 

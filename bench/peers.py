@@ -19,7 +19,7 @@ order file, as `replay` sends them):
 Each system writes Wallaroo OrderResult frames; the benchmark holds them, in order and
 without their timestamps, to `engine.rule.reference_results` over the same files. It
 prints events/s (input messages / the process' wall time) and wall time per system, and
-writes `bench/results/peers-<UTC time>.json`. A timing never fails the run; a system that
+writes `bench/out/peers-<UTC time>.json` (`--record`: bench/results/). A timing never fails the run; a system that
 breaks or is not exact is reported as such (exit 1).
 """
 from __future__ import annotations
@@ -37,13 +37,11 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
-
-import e2e  # noqa: E402  (also puts the project root on sys.path)
-from engine.wire.fixish import NBBO_LEN, NBBO_TYPE, ORDER_LEN, ORDER_TYPE, RESULT_LEN, RESULT_STRUCT, decode_payload, iter_frames, read_results
-from engine.rule import WIDE_ABS, WIDE_REL, reference_results  # noqa: E402
-from perf.sysinfo import session_usage  # noqa: E402
+from bench.output import ROOT, add_record_flag, result_path, shown, write_result
+from engine.rule import WIDE_ABS, WIDE_REL, reference_results
+from engine.wire.fixish import (NBBO_LEN, NBBO_TYPE, ORDER_LEN, ORDER_TYPE, RESULT_LEN, RESULT_STRUCT, decode_payload,
+                                iter_frames, read_results)
+from perf.sysinfo import git_info, machine_summary, package_version, session_usage
 
 SYSTEMS = ("replay", "python", "bytewax", "pyspark")
 RUN_TIMEOUT = 1800.0
@@ -297,7 +295,7 @@ def system_command(system: str, nbbo: Path, orders: Path, out: Path, work: Path,
     if system == "replay":
         return [sys.executable, "-m", "marketspread", "replay", "--nbbo", str(nbbo), "--orders", str(orders),
                 "--out", str(out), "--state-dir", str(work), "--master", master]
-    return [sys.executable, str(Path(__file__).resolve()), "_child", system, "--nbbo", str(nbbo),
+    return [sys.executable, "-m", "bench.peers", "_child", system, "--nbbo", str(nbbo),
             "--orders", str(orders), "--out", str(out), "--work", str(work), "--master", master,
             "--timing", str(work / "timing.json")]
 
@@ -309,10 +307,10 @@ def run_system(system: str, nbbo: Path, orders: Path, work: Path, master: str, e
     out = work / "results.msg"
     cmd = system_command(system, nbbo, orders, out, work, master)
     env = {k: v for k, v in os.environ.items() if k not in ("MS_INFLUX_URL", "MS_STATE_DIR")}
-    env["PYTHONPATH"] = str(e2e.ROOT)
+    env["PYTHONPATH"] = str(ROOT)
     log = open(work / "output.log", "w+")
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env, cwd=e2e.ROOT, stdout=log, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     cpu_by_pid: dict[int, float] = {}
     try:
@@ -385,7 +383,7 @@ def table(runs: list[SystemRun]) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_child"]:
-        p = argparse.ArgumentParser(prog="peers.py _child")
+        p = argparse.ArgumentParser(prog="python -m bench.peers _child")
         p.add_argument("system")
         for flag in ("--nbbo", "--orders"):
             p.add_argument(flag, type=Path, action="append", required=True)
@@ -393,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument(flag, type=Path, required=True)
         p.add_argument("--master", default="local[*]")
         return child(p.parse_args(argv[1:]))
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__.split("\n\n")[0])
     p.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {', '.join(SYSTEMS)}")
     p.add_argument("--symbols", type=int, default=2000)
     p.add_argument("--nbbo", type=int, default=1_000_000, help="NBBO messages after one initial quote per symbol")
@@ -403,7 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--master", default="local[*]", help="Spark master of replay and pyspark")
     p.add_argument("--state-dir", type=Path, help="work folder (default: a temp folder, removed)")
     p.add_argument("--keep", action="store_true", help="keep the work folder")
-    p.add_argument("--out", type=Path, help="JSON file (default bench/results/peers-<UTC time>.json)")
+    p.add_argument("--out", type=Path, help="JSON file (default bench/out/peers-<UTC time>.json)")
+    add_record_flag(p)
     args = p.parse_args(argv)
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     if bad := [s for s in systems if s not in SYSTEMS]:
@@ -412,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
 
     state = args.state_dir or Path(tempfile.mkdtemp(prefix="ms-peers-"))
     state.mkdir(parents=True, exist_ok=True)
-    machine, git = e2e.machine_info(), e2e.git_info()
+    machine, git = machine_summary(), git_info(ROOT)
     try:
         data = state / "data"
         nbbo, orders = data / "nbbo.msg", data / "orders.msg"
@@ -432,16 +431,14 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(state, ignore_errors=True)
     print()
     print(table(runs))
-    out = args.out or e2e.RESULTS_DIR / f"peers-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
+    out = write_result({
         "benchmark": "peers", "command": [sys.executable, *sys.argv],
         "input": {"symbols": gen.symbols, "nbbo": gen.nbbo, "orders": gen.orders,
                   "wide_share": args.wide_share, "seed": args.seed, "events": events},
         "master": args.master, "machine": dict(machine, loadavg_at_end=list(os.getloadavg())), "git": git,
-        "versions": {"bytewax": e2e._version("bytewax"), "pyspark": e2e._version("pyspark")},
-        "runs": [asdict(r) for r in runs]}, indent=1))
-    print(f"\n-> {out}")
+        "versions": {"bytewax": package_version("bytewax"), "pyspark": package_version("pyspark")},
+        "runs": [asdict(r) for r in runs]}, args.out or result_path("peers", args.record))
+    print(f"\n-> {shown(out)}")
     return 0 if all(r.exact for r in runs) else 1
 
 

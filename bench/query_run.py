@@ -8,7 +8,7 @@ driver and two executors every 2 s (`spark_executor`), and 1-s `latency` points 
 three steps on two partitions with the rollups the monitor's aggregator writes beside them
 (histograms drawn from a pool of 60 per step, so a day writes in minutes). Schema: docs/METRICS.md.
 
-    .venv/bin/python bench/ui_browser.py --query-hours 1     # written beside the Market Spread run
+    .venv/bin/python -m bench.ui_browser --query-hours 1     # written beside the Market Spread run
 """
 from __future__ import annotations
 

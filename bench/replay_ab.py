@@ -1,4 +1,4 @@
-"""`marketspread replay` of two commits, alternated in one sitting: wall time and its breakdown.
+"""`marketspread replay` of two commits, alternated in one run: wall time and its breakdown.
 
     python bench/replay_ab.py --a 79a240f --b HEAD --pairs 3     # 1M NBBO + 1M orders, 2,000 symbols
 
@@ -7,13 +7,12 @@ checkout's `.venv`; runs alternate A, B, A, B, ... on the same generated files, 
 fresh `python -m marketspread replay` process with a fresh state folder. Every run's results are
 checked against `engine.rule.reference_results`. Prints the median of each phase of the
 replay's own timing breakdown (both commits must print it) and the whole command's wall
-time per commit, with B/A; writes `bench/results/replay-ab-<UTC time>.json`. On a shared
+time per commit, with B/A; writes `bench/out/replay-ab-<UTC time>.json` (`--record`: bench/results/). On a shared
 machine look at the load average in the JSON before trusting a ratio.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -25,13 +24,11 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
-
-import e2e  # noqa: E402  (also puts the project root on sys.path)
-import peers  # noqa: E402
-from engine.wire.fixish import read_results  # noqa: E402
-from engine.tools.generate import generate  # noqa: E402
+from bench import peers
+from bench.output import ROOT, add_record_flag, result_path, shown, write_result
+from engine.tools.generate import generate
+from engine.wire.fixish import read_results
+from perf.sysinfo import git_info, machine_summary
 
 PHASES = ("start-up", "ingest", "to 1st batch", "first batch", "steady", "drain", "finish")
 
@@ -50,9 +47,9 @@ class ReplayRun:
 
 def export_tree(commit: str, dest: Path) -> str:
     """Write the tree of `commit` to `dest`; return its short hash."""
-    short = subprocess.run(["git", "rev-parse", "--short", commit], cwd=e2e.ROOT, check=True,
+    short = subprocess.run(["git", "rev-parse", "--short", commit], cwd=ROOT, check=True,
                            capture_output=True, text=True).stdout.strip()
-    archive = subprocess.run(["git", "archive", "--format=tar", short], cwd=e2e.ROOT, check=True,
+    archive = subprocess.run(["git", "archive", "--format=tar", short], cwd=ROOT, check=True,
                              capture_output=True).stdout
     dest.mkdir(parents=True)
     tar = dest / "tree.tar"
@@ -111,7 +108,7 @@ def medians(runs: list[ReplayRun]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.replay_ab", description=__doc__.split("\n\n")[0])
     p.add_argument("--a", required=True, help="the commit before (A)")
     p.add_argument("--b", default="HEAD", help="the commit after (B, default HEAD)")
     p.add_argument("--pairs", type=int, default=3)
@@ -124,11 +121,12 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument(f"--{v}-env", action="append", default=[], metavar="NAME=VALUE",
                        help=f"environment variable of {v.upper()}'s runs only (repeatable), e.g. a switch "
                             "to compare one commit with and without a setting")
-    p.add_argument("--out", type=Path, help="JSON file (default bench/results/replay-ab-<UTC time>.json)")
+    p.add_argument("--out", type=Path, help="JSON file (default bench/out/replay-ab-<UTC time>.json)")
+    add_record_flag(p)
     args = p.parse_args(argv)
     envs = {v: dict(kv.split("=", 1) for kv in getattr(args, f"{v.lower()}_env")) for v in ("A", "B")}
     tmp = Path(tempfile.mkdtemp(prefix="ms-replay-ab-"))
-    machine, git = e2e.machine_info(), e2e.git_info()
+    machine, git = machine_summary(), git_info(ROOT)
     runs: list[ReplayRun] = []
     try:
         trees = {}
@@ -153,14 +151,13 @@ def main(argv: list[str] | None = None) -> int:
     for k in med["A"]:
         a, b = med["A"][k], med["B"].get(k, float("nan"))
         print(f"| {k} | {a:.2f} | {b:.2f} | {b / a if a else float('nan'):.3f} |")
-    out = args.out or e2e.RESULTS_DIR / f"replay-ab-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    out.write_text(json.dumps({
+    out = write_result({
         "benchmark": "replay-ab", "label": args.label, "command": [sys.executable, *sys.argv],
         "a": trees["A"][0], "b": trees["B"][0], "a_env": envs["A"], "b_env": envs["B"],
         "input": {"symbols": args.symbols, "nbbo": args.nbbo, "orders": args.orders, "seed": args.seed},
         "machine": dict(machine, loadavg_at_end=list(os.getloadavg())), "git": git,
-        "medians": med, "runs": [asdict(r) for r in runs]}, indent=1))
-    print(f"\n-> {out}")
+        "medians": med, "runs": [asdict(r) for r in runs]}, args.out or result_path("replay-ab", args.record))
+    print(f"\n-> {shown(out)}")
     return 0 if all(r.exact for r in runs) else 1
 
 

@@ -7,7 +7,7 @@ drawn (bench/ui_browser.py's test of "complete"), and saves each whole page 1280
 as docs/screenshot-{runs,job,step}.png.
 
     scripts/demo &                       # or in another terminal
-    sleep 150 && .venv/bin/python bench/screenshots.py
+    sleep 150 && .venv/bin/python -m bench.screenshots
 """
 from __future__ import annotations
 
@@ -16,13 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from collector.settings import default_state_dir  # noqa: E402
-
-import ui_browser  # noqa: E402
+from bench import ui_browser
+from bench.output import ROOT
+from collector.settings import default_state_dir
 
 DOCS = ROOT / "docs"
 
@@ -40,7 +36,7 @@ def shoot(driver, path: Path) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.screenshots", description=__doc__.split("\n")[0])
     ap.add_argument("--url", default="http://127.0.0.1:8050", help="the demo's dashboard")
     ap.add_argument("--run", help="run id (default: the demo's, from <state>/run_id)")
     ap.add_argument("--out", type=Path, default=DOCS)

@@ -1,18 +1,17 @@
 """What the shard files cost the ingress: the split and write per million events, N shards vs 1.
 
-    python bench/shard_split.py [--events 1000000] [--commit 20000] [--repeat 5]
+    python -m bench.shard_split [--events 1000000] [--commit 20000] [--repeat 5]
 
 Times `LogWriter.append` + `commit` (fsync off: the CPU, not the disk) of generated
 NBBO/order payloads in commits of `--commit` records, with the shard files of
 engine/formats/shard_files.py following the log for 2 and 4 shards and none for 1, in a
 temp folder beside the checkout (the state folder's file system, not a tmpfs). Best of
 `--repeat`; prints ms per million events and writes them to
-`bench/results/shard-split-<UTC time>.json`.
+`bench/out/shard-split-<UTC time>.json` (`--record`: bench/results/).
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -22,14 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from engine.formats.log import LogWriter  # noqa: E402
-from engine.formats.shard_files import ShardFileWriter  # noqa: E402
-import e2e  # noqa: E402
-from engine.tools.generate import random_payloads  # noqa: E402
+from bench.output import ROOT, add_record_flag, result_path, shown, write_result
+from engine.formats.log import LogWriter
+from engine.formats.shard_files import ShardFileWriter
+from engine.tools.generate import random_payloads
+from perf.sysinfo import git_info, machine_summary
 
 
 def payloads(n: int, symbols: int = 2000, seed: int = 1) -> np.ndarray:
@@ -58,13 +54,14 @@ def time_log(p: np.ndarray, n_shards: int, commit: int, parent: Path) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the cost per million events."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.shard_split", description=__doc__.split("\n")[0])
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--commit", type=int, default=20_000, help="records per group commit")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--out", type=Path, help="JSON file (default bench/results/shard-split-<UTC time>.json)")
+    ap.add_argument("--out", type=Path, help="JSON file (default bench/out/shard-split-<UTC time>.json)")
+    add_record_flag(ap)
     args = ap.parse_args(argv)
-    machine, git = e2e.machine_info(), e2e.git_info()
+    machine, git = machine_summary(), git_info(ROOT)
     p = payloads(args.events)
     per_m = 1e3 * 1e6 / args.events
     parent = ROOT / ".state"
@@ -77,13 +74,12 @@ def main(argv: list[str] | None = None) -> int:
         ms_per_million[n] = round(t * per_m, 2)
         print(f"log append + commit, {n} shards:                  {t * per_m:7.1f} ms per 1M events "
               f"(+{(t - base) * per_m:.1f})")
-    out = args.out or e2e.RESULTS_DIR / f"shard-split-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    out.write_text(json.dumps({
+    out = write_result({
         "benchmark": "shard-split", "command": [sys.executable, *sys.argv],
         "settings": {"events": args.events, "commit": args.commit, "repeat": args.repeat},
         "machine": dict(machine, loadavg_at_end=list(os.getloadavg())), "git": git,
-        "ms_per_million_events": ms_per_million}, indent=1))
-    print(f"-> {out}")
+        "ms_per_million_events": ms_per_million}, args.out or result_path("shard-split", args.record))
+    print(f"-> {shown(out)}")
     return 0
 
 

@@ -20,13 +20,13 @@ first): memory flat (median RSS of the last third within 15 % + 64 MiB of the fi
 for the JVM, the median live heap), open files and threads not growing (medians of the
 last third within a small slack of the first's; the JVM's per-task Python monitors, whose
 number follows the task rate, are reported apart), state rows bounded (never above the
-symbol count: the shards' snapshots hold one entry per symbol) and state memory flat. Writes bench/results/soak-<UTC>.json and
-prints the verdict; exit 1 only if the run broke, never on a figure.
+symbol count: the shards' snapshots hold one entry per symbol) and state memory flat. Writes
+bench/out/soak.json (bench/results/soak.json with `--record`) and prints the verdict;
+exit 1 only if the run broke, never on a figure.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import shutil
@@ -39,13 +39,14 @@ from pathlib import Path
 
 import numpy as np
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
-
-import e2e  # noqa: E402  (also puts the project root on sys.path)
-from collector.influx import InfluxClient  # noqa: E402
-from collector.influx.server import InfluxServer  # noqa: E402
-from engine.formats.log import read_consumed, read_head  # noqa: E402
+from bench.output import ROOT, add_record_flag, result_path, shown, utc_stamp, write_result
+from collector.influx import InfluxClient
+from collector.influx.server import InfluxServer
+from engine.config import Config
+from engine.formats.log import read_consumed, read_head
+from perf import e2e
+from perf.fleet import Fleet, Proc, check_alive, session_members, signals_ignored, wait_until
+from perf.sysinfo import git_info, machine_summary
 
 DB = "soak"
 
@@ -124,11 +125,11 @@ def _role(pid: int, leader: int) -> str:
     return "jvm" if exe.endswith("/java") else "python-workers"
 
 
-def group_samples(procs: list[e2e.Proc]) -> dict[str, GroupSample]:
+def group_samples(procs: list[Proc]) -> dict[str, GroupSample]:
     """Per process group: the ingress and senders as they are, the job split into driver, JVM, workers."""
     acc: dict[str, list[tuple[int, int, int, int]]] = {}
     for p in procs:
-        for pid in e2e.session_members(p.popen.pid):
+        for pid in session_members(p.popen.pid):
             name = p.name if p.name != "job" else f"job-{_role(pid, p.popen.pid)}"
             if p.name != "job" and pid != p.popen.pid:
                 continue
@@ -138,11 +139,11 @@ def group_samples(procs: list[e2e.Proc]) -> dict[str, GroupSample]:
     return {name: GroupSample(len(v), *(sum(f[i] for f in v) for i in range(4))) for name, v in acc.items()}
 
 
-def jvm_pid(procs: list[e2e.Proc]) -> int | None:
+def jvm_pid(procs: list[Proc]) -> int | None:
     """The job's JVM (the session member running java)."""
     for p in procs:
         if p.name == "job":
-            return next((pid for pid in e2e.session_members(p.popen.pid) if _role(pid, p.popen.pid) == "jvm"),
+            return next((pid for pid in session_members(p.popen.pid) if _role(pid, p.popen.pid) == "jvm"),
                         None)
     return None
 
@@ -199,7 +200,7 @@ def spark_state(client: InfluxClient | None, run: str | None) -> tuple[int | Non
     return (int(rows) if rows is not None else None), (int(mem) if mem is not None else None)
 
 
-def take(t: float, run_dir: Path, procs: list[e2e.Proc], client: InfluxClient | None,
+def take(t: float, run_dir: Path, procs: list[Proc], client: InfluxClient | None,
          gc: bool = False) -> SoakSample:
     """Record one sample of the run (with `gc`, also the JVM's live heap after a full GC)."""
     log_dir = run_dir / "ingress"
@@ -297,7 +298,7 @@ def format_verdict(v: dict) -> str:
 
 # --------------------------------------------------------------------------- the run
 
-def run_soak(state_dir: Path, duration: float, rate: int, every: float, shards: int = e2e.Config().shards,
+def run_soak(state_dir: Path, duration: float, rate: int, every: float, shards: int = Config().shards,
              master: str = "local[*]", symbols: int = 350, env: dict[str, str] | None = None,
              progress: bool = True, gc_every: float | None = None) -> list[SoakSample]:
     """Run the whole path at `rate` for `duration` s, sampling every `every` s; return the samples.
@@ -309,11 +310,11 @@ def run_soak(state_dir: Path, duration: float, rate: int, every: float, shards: 
     influx = InfluxServer(state_dir / "influx", port=0, db=DB)
     influx.start()
     client = influx.client()
-    nbbo, orders = e2e.ensure_data(state_dir / "data", symbols, 0.1)
+    nbbo, orders = e2e.ensure_input(state_dir / "data", symbols, wide_share=0.1)
     run_dir = state_dir / "run"
     shutil.rmtree(run_dir, ignore_errors=True)
     (run_dir / "logs").mkdir(parents=True)
-    fleet = e2e.Fleet(run_dir / "logs", cwd=run_dir,
+    fleet = Fleet(run_dir / "logs", cwd=run_dir,
                       env={**client.config.as_env(), "MS_METRICS": "true", **(env or {})})
     cfg = e2e.BenchConfig(mode="latency", duration=duration, warmup=0, rate=rate, symbols=symbols,
                           wide_share=0.1, master=master, shards=shards, max_rows_per_batch=None,
@@ -323,12 +324,12 @@ def run_soak(state_dir: Path, duration: float, rate: int, every: float, shards: 
         ingress, ports = e2e.start_ingress(fleet, run_dir, cfg)
         job = e2e.start_job(fleet, run_dir, cfg)
         e2e.start_senders(fleet, ports, {"nbbo": nbbo, "orders": orders}, rate)
-        e2e.wait_until(lambda: read_consumed(run_dir / "ingress") > 0, e2e.JOB_READY_TIMEOUT,
+        wait_until(lambda: read_consumed(run_dir / "ingress") > 0, e2e.JOB_READY_TIMEOUT,
                        "the first commit", fleet.procs)
         t0 = time.monotonic()
         for k in range(int(duration / every) + 1):
             time.sleep(max(0.0, t0 + k * every - time.monotonic()))
-            e2e.check_alive(fleet.procs)
+            check_alive(fleet.procs)
             gc = bool(gc_every) and k % max(1, round(gc_every / every)) == 0
             s = take(time.monotonic() - t0, run_dir, fleet.procs, client, gc)
             samples.append(s)
@@ -339,7 +340,7 @@ def run_soak(state_dir: Path, duration: float, rate: int, every: float, shards: 
                       f"state rows {s.state_rows}{live}", flush=True)
         fleet.stop(job, timeout=e2e.JOB_STOP_TIMEOUT, leader_only=True)
     finally:
-        with e2e.signals_ignored():
+        with signals_ignored():
             fleet.stop_all()
         client.close()
         influx.stop()
@@ -347,7 +348,7 @@ def run_soak(state_dir: Path, duration: float, rate: int, every: float, shards: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench/soak.py", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n\n")[0])
     p.add_argument("--duration", type=float, default=600.0, help="seconds of steady load (600)")
     p.add_argument("--rate", type=int, default=20_000, help="events/s over both streams (20000)")
     p.add_argument("--every", type=float, default=5.0, help="seconds between samples (5)")
@@ -355,13 +356,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gc-every", type=float, default=30.0,
                    help="seconds between full GCs of the job's JVM to read its live heap (30; 0: never)")
     p.add_argument("--master", default="local[*]")
-    p.add_argument("--shards", type=int, default=e2e.Config().shards)
+    p.add_argument("--shards", type=int, default=Config().shards)
     p.add_argument("--symbols", type=int, default=350, help="symbols of the generated input (350)")
     p.add_argument("--state-dir", type=Path, help="default: a temporary folder, removed afterwards")
+    add_record_flag(p)
     args = p.parse_args(argv)
     temp = args.state_dir is None
     state_dir = Path(tempfile.mkdtemp(prefix="ms-soak-")) if temp else args.state_dir
-    machine, git = e2e.machine_info(), e2e.git_info()
+    machine, git = machine_summary(), git_info(ROOT)
     try:
         samples = run_soak(state_dir, args.duration, args.rate, args.every, args.shards, args.master,
                            symbols=args.symbols, gc_every=args.gc_every or None)
@@ -372,14 +374,11 @@ def main(argv: list[str] | None = None) -> int:
         if temp:
             shutil.rmtree(state_dir, ignore_errors=True)
     v = verdict(samples, args.warmup, args.symbols)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    e2e.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = e2e.RESULTS_DIR / "soak.json"
-    doc = {"benchmark": "soak", "utc": stamp, "command": shlex.join([sys.executable, *sys.argv]),
+    doc = {"benchmark": "soak", "utc": utc_stamp(), "command": shlex.join([sys.executable, *sys.argv]),
            "settings": vars(args), "git": git, "machine": dict(machine, loadavg_at_end=list(os.getloadavg())),
            "tolerance": asdict(Tolerance()), "verdict": v, "samples": [asdict(s) for s in samples]}
-    path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    print(format_verdict(v) + f"\n-> {path}")
+    path = write_result(doc, result_path("soak", args.record, stamped=False), default=str)
+    print(format_verdict(v) + f"\n-> {shown(path)}")
     return 0
 
 

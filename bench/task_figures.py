@@ -1,6 +1,6 @@
 """What a batch's latency figures cost the state task, and what they cost the shipper.
 
-    python bench/task_figures.py [--events 1000,10000,250000] [--rounds 2000]
+    python -m bench.task_figures [--events 1000,10000,250000] [--rounds 2000]
 
 The task's part is on the batch's critical path: `batch_stamps` over the batch's events,
 the steps' busy times and both encodings (what `engine/spark/job.py` runs per shard and
@@ -12,27 +12,25 @@ bucketed together). Also timed: the previous design's in-task work, `batch_sampl
 
 Events are chunk-stamped as the ingress stamps them (one ingest time per received chunk
 of one stream, ~125 chunks per 25 ms). Prints medians in microseconds and writes
-bench/results/task-figures-<UTC>.json. Timings are figures, never a pass/fail.
+bench/out/task-figures-<UTC>.json (`--record`: bench/results/). Timings are figures, never a
+pass/fail.
 """
 from __future__ import annotations
 
 import argparse
 import gc
-import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH.parent))
-
-from collector.backpressure import StepBusy  # noqa: E402
-from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, encode_samples  # noqa: E402
-from engine.formats.stamps import batch_samples, batch_stamps, decode_figures, interval_samples  # noqa: E402
-from engine.wire.fixish import NBBO_TYPE, ORDER_TYPE  # noqa: E402
-from engine.formats.records import EventColumns  # noqa: E402
+from bench.output import add_record_flag, result_path, shown, utc_stamp, write_result
+from collector.backpressure import StepBusy
+from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, encode_samples
+from engine.formats.stamps import batch_samples, batch_stamps, decode_figures, interval_samples
+from engine.wire.fixish import NBBO_TYPE, ORDER_TYPE
+from engine.formats.records import EventColumns
 
 CHUNK_NS = 200_000
 POLL = 20                                # batches a shipper's poll reads at 50k events/s
@@ -88,10 +86,11 @@ def measure(n: int, rounds: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench/task_figures.py", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.task_figures", description=__doc__.split("\n\n")[0])
     p.add_argument("--events", default="1000,10000,250000", help="batch sizes, comma-separated")
     p.add_argument("--rounds", type=int, default=2000, help="timed calls per figure (2000)")
-    p.add_argument("--out", type=Path, help="default: bench/results/task-figures-<UTC>.json")
+    p.add_argument("--out", type=Path, help="default: bench/out/task-figures-<UTC>.json")
+    add_record_flag(p)
     a = p.parse_args(argv)
     gc.freeze()                          # as the Python worker does after its imports
     rows = []
@@ -101,11 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{n:>8,} events ({r['runs']:,} runs, {r['stamps_bytes']:,} B): task {r['task_us']:.1f} us, "
               f"shipper {r['shipper_decode_us']:.1f} us alone, {r['shipper_in_a_poll_us']:.1f} us in a poll of {POLL}; the previous in-task samples {r['previous_task_us']:.1f} us",
               flush=True)
-    utc = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    out = a.out or BENCH / "results" / f"task-figures-{utc}.json"
-    out.write_text(json.dumps({"benchmark": "task_figures", "utc": utc, "command": " ".join(sys.argv),
-                               "unit": "microseconds, median of calls", "rows": rows}, indent=1))
-    print(f"-> {out}")
+    out = write_result({"benchmark": "task_figures", "utc": utc_stamp(), "command": " ".join(sys.argv),
+                        "unit": "microseconds, median of calls", "rows": rows},
+                       a.out or result_path("task-figures", a.record))
+    print(f"-> {shown(out)}")
     return 0
 
 

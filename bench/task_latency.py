@@ -1,6 +1,6 @@
 """What `record_latency` and `timed_step` cost a user's Spark tasks.
 
-    .venv/bin/python bench/task_latency.py [--rows 1000000] [--batch-rows 1000,10000]
+    .venv/bin/python -m bench.task_latency [--rows 1000000] [--batch-rows 1000,10000]
                                            [--spark-seconds 30] [--rate 20000]
 
 Two figures:
@@ -15,13 +15,12 @@ Two figures:
    `mapInArrow` hop, the same number of Python hops; medians of `addBatch` over the
    batches after the first three.
 
-Prints the figures and writes bench/results/task-latency-<UTC>.json. Timings are figures,
-never a pass/fail.
+Prints the figures and writes bench/out/task-latency-<UTC>.json (`--record`: bench/results/).
+Timings are figures, never a pass/fail.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -33,11 +32,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH.parent))
-
-from engine.spark.session import build_session  # noqa: E402
-from spark_listener.latency import record_latency, timed_step  # noqa: E402
+from bench.output import add_record_flag, result_path, shown, write_result
+from engine.spark.session import build_session
+from spark_listener.latency import record_latency, timed_step
 
 REPEAT = 5
 
@@ -76,7 +73,7 @@ def _cpu(fn, batches) -> float:
 
 def cpu_per_million(rows: int, batch_rows: int, spool: Path) -> dict:
     """CPU ms per million rows of each recorder, over a pass-through's."""
-    from pyspark.sql.types import LongType, StructField, StructType, TimestampType  # lazy: after sys.path
+    from pyspark.sql.types import LongType, StructField, StructType, TimestampType  # lazy: only the Spark figure needs it
     schema = StructType([StructField("timestamp", TimestampType()), StructField("value", LongType())])
     batches = _arrow_batches(rows, batch_rows)
     frames = [b.to_pandas() for b in batches]
@@ -118,11 +115,12 @@ def _batch_ms(spark, rate: int, seconds: float, recorded: bool, spool: Path) -> 
 
 def main(argv: list[str] | None = None) -> int:
     """Measure, print and save the figures."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.task_latency", description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--batch-rows", default="1000,10000")
     p.add_argument("--spark-seconds", type=float, default=30, help="per variant (0: skip the Spark figure)")
     p.add_argument("--rate", type=int, default=20_000, help="rows/s of the rate source")
+    add_record_flag(p)
     args = p.parse_args(argv)
     result: dict = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cpu": [], "spark": {}}
     with tempfile.TemporaryDirectory() as tmp:
@@ -144,9 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                           f"of {fig['rows_per_batch']} rows")
             finally:
                 spark.stop()
-    out = BENCH / "results" / f"task-latency-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.json"
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {out.relative_to(BENCH.parent)}")
+    out = write_result(result, result_path("task-latency", args.record))
+    print(f"wrote {shown(out)}")
     return 0
 
 

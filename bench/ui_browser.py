@@ -13,10 +13,10 @@ runs in it: synthetic records of `--compare-s` 1-s samples each, written through
 own recorder (perf.record) with their start-to-end histograms in `latency`, as a real
 `marketspread bench` run writes them.
 
-    .venv/bin/python bench/ui_browser.py --hours 24 --state-dir /tmp/ui24   # ~10 min to write once
-    .venv/bin/python bench/ui_browser.py --hours 1 --loads 5                 # a quick look
+    .venv/bin/python -m bench.ui_browser --hours 24 --state-dir /tmp/ui24   # ~10 min to write once
+    .venv/bin/python -m bench.ui_browser --hours 1 --loads 5                 # a quick look
 
-Writes bench/results/ui_browser.json (medians and p90s). Never fails on a timing.
+Writes bench/out/ui_browser.json (`--record`: bench/results/; medians and p90s). Never fails on a timing.
 """
 from __future__ import annotations
 
@@ -33,21 +33,17 @@ import time
 from pathlib import Path
 from urllib.request import urlopen
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+from bench import query_run, ui_render
+from bench.output import ROOT, add_record_flag, result_path, shown, write_result
+from collector.aggregate import IntervalHistogram
+from collector.histogram import LatencyHistogram
+from collector.influx import InfluxClient, InfluxConfig
+from collector.influx.server import InfluxServer, free_port
+from collector.points import latency_point
+from collector.units import NS
+from perf.record import ProgressSample, RunRecord, StepLatency, record_points
+from perf.sysinfo import MachineInfo, ProcessSample
 
-from collector.aggregate import IntervalHistogram  # noqa: E402
-from collector.histogram import LatencyHistogram  # noqa: E402
-from collector.influx import InfluxClient, InfluxConfig  # noqa: E402
-from collector.influx.server import InfluxServer, free_port  # noqa: E402
-from collector.points import latency_point  # noqa: E402
-from collector.units import NS  # noqa: E402
-from perf.record import ProgressSample, RunRecord, StepLatency, record_points  # noqa: E402
-from perf.sysinfo import MachineInfo, ProcessSample  # noqa: E402
-
-import query_run  # noqa: E402
-import ui_render  # noqa: E402
 
 LIVE_RUN = "bench-ui-live"
 COMPARE_RUNS = ("bench-ui-base", "bench-ui-next")
@@ -231,7 +227,7 @@ def _start_ui(config: InfluxConfig, port: int, log_path: Path) -> subprocess.Pop
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.ui_browser", description=__doc__.split("\n")[0])
     ap.add_argument("--hours", type=float, default=24.0)
     ap.add_argument("--series", type=int, default=10)
     ap.add_argument("--events-per-s", type=int, default=2000)
@@ -242,6 +238,7 @@ def main(argv=None) -> int:
     ap.add_argument("--state-dir", type=Path, default=None, help="keep InfluxDB's data here and re-use it")
     ap.add_argument("--query-hours", type=float, default=1.0,
                     help="hours of a streaming query's run (bench/query_run.py) timed beside (0: skip)")
+    add_record_flag(ap)
     args = ap.parse_args(argv)
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="ui-browser-") as tmp:
@@ -316,9 +313,8 @@ def main(argv=None) -> int:
               "machine": {"cpus": os.cpu_count(), "loadavg_at_start": load, "loadavg_at_end": os.getloadavg(),
                           "python": platform.python_version()},
               "written": written, "pages": results}
-    path = ROOT / "bench" / "results" / "ui_browser.json"
-    path.write_text(json.dumps(result, indent=2))
-    print(f"wrote {path}")
+    path = write_result(result, result_path("ui_browser", args.record, stamped=False), indent=2)
+    print(f"wrote {shown(path)}")
     return 0
 
 

@@ -23,11 +23,11 @@ spans. To keep generation to minutes, each series cycles through 600 distinct 1-
 histograms (lognormal latencies, `--events-per-s` events each +-20 %), so a 10-min or
 1-h rollup is the same merge every time; values vary within every 10 minutes.
 
-    .venv/bin/python bench/ui_render.py                  # 24 h x 10 series, ~10 min
-    .venv/bin/python bench/ui_render.py --hours 1        # a quick look
-    .venv/bin/python bench/ui_render.py --state-dir /tmp/ui24  # keep the data; run again to re-time only
+    .venv/bin/python -m bench.ui_render                  # 24 h x 10 series, ~10 min
+    .venv/bin/python -m bench.ui_render --hours 1        # a quick look
+    .venv/bin/python -m bench.ui_render --state-dir /tmp/ui24  # keep the data; run again to re-time only
 
-Writes bench/results/ui_render.json. Never fails on a timing.
+Writes bench/out/ui_render.json (`--record`: bench/results/ui_render.json). Never fails on a timing.
 """
 from __future__ import annotations
 
@@ -43,15 +43,13 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from collector.aggregate import ROLLUP_INTERVALS_S, IntervalHistogram  # noqa: E402
-from collector.histogram import LatencyHistogram  # noqa: E402
-from collector.influx import InfluxClient, InfluxConfig, Point, ensure_database  # noqa: E402
-from collector.influx.server import InfluxServer  # noqa: E402
-from collector.points import latency_point  # noqa: E402
-from collector.units import NS  # noqa: E402
+from bench.output import add_record_flag, result_path, shown, write_result
+from collector.aggregate import ROLLUP_INTERVALS_S, IntervalHistogram
+from collector.histogram import LatencyHistogram
+from collector.influx import InfluxClient, InfluxConfig, Point, ensure_database
+from collector.influx.server import InfluxServer
+from collector.points import latency_point
+from collector.units import NS
 
 RUN = "bench-ui-24h"
 STEPS = ("ingress", "source", "check_market_data", "sink", "start-to-end")
@@ -251,7 +249,7 @@ def measure(config: InfluxConfig, repeat: int) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.ui_render", description=__doc__.split("\n")[0])
     ap.add_argument("--hours", type=float, default=24.0)
     ap.add_argument("--series", type=int, default=10)
     ap.add_argument("--events-per-s", type=int, default=2000, help="events per series and second")
@@ -259,6 +257,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--state-dir", type=Path, default=None,
                     help="keep InfluxDB's data here; a later run with the same folder re-times without writing")
+    add_record_flag(ap)
     args = ap.parse_args(argv)
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="ui-render-") as tmp:
@@ -283,9 +282,8 @@ def main(argv=None) -> int:
             continue
         cell = lambda k, f="cold_median_s": f"{p[k][f]:.3f}" if k in p else "—"  # noqa: E731
         print(f"{name:32} {cell('data'):>10} {cell('figures'):>9} {cell('http'):>10} {cell('http', 'warm_s'):>10}")
-    path = ROOT / "bench" / "results" / "ui_render.json"
-    path.write_text(json.dumps(result, indent=2, default=str))
-    print(f"\nwrote {path}")
+    path = write_result(result, result_path("ui_render", args.record, stamped=False), indent=2, default=str)
+    print(f"\nwrote {shown(path)}")
     return 0
 
 

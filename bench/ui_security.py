@@ -11,10 +11,11 @@ loopback port with basic auth, then:
   `--guess-s` s (default 5) and counts the answers: 401 (a guess the server checked) or
   429 (refused by the login limit).
 
-    .venv/bin/python bench/ui_security.py
-    .venv/bin/python bench/ui_security.py --root /tmp/old-checkout      # the same on older code
+    .venv/bin/python -m bench.ui_security
+    .venv/bin/python -m bench.ui_security --root /tmp/old-checkout      # the same on older code
 
-Prints the figures and writes bench/results/ui-security-<UTC>.json. Never fails on a figure.
+Prints the figures and writes bench/out/ui-security-<UTC>.json (`--record`:
+bench/results/). Never fails on a figure.
 """
 from __future__ import annotations
 
@@ -30,11 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from collector.influx.server import free_port  # noqa: E402
-from perf.fleet import Fleet, wait_until  # noqa: E402
+from bench.output import ROOT, add_record_flag, result_path, shown, write_result
+from collector.influx.server import free_port
+from perf.fleet import Fleet, wait_until
 
 WRONG = "Basic " + base64.b64encode(b"ops:wrong-guess").decode()
 
@@ -113,12 +112,13 @@ def guessing(port: int, seconds: float) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m bench.ui_security", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", type=Path, default=ROOT, help="checkout whose `marketspread ui` to start")
     ap.add_argument("--lorises", type=int, default=1000)
     ap.add_argument("--hold", type=float, default=5.0)
     ap.add_argument("--wait", type=float, default=90.0)
     ap.add_argument("--guess-s", type=float, default=5.0)
+    add_record_flag(ap)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ui-security-"))
     (work / "logs").mkdir()
@@ -148,10 +148,8 @@ def main() -> int:
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
               "command": " ".join(sys.argv), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     print(json.dumps(record, indent=2))
-    out = ROOT / "bench" / "results" / f"ui-security-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"-> {out}")
+    out = write_result(record, result_path("ui-security", args.record), indent=2)
+    print(f"-> {shown(out)}")
     return 0
 
 

@@ -17,7 +17,6 @@ import logging
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -35,11 +34,11 @@ from engine.config import Config
 from engine.formats.log import read_consumed, read_head
 from engine.ingress.stats import read_stats
 from engine.output.metrics_shipper import run_id_for
-from engine.tools.generate import generate
 from engine.tools.receiver import Receiver
+from perf.e2e import ensure_input
 from perf.fleet import Fleet, Proc, check_alive, log_tail, signals_ignored, wait_until
 from perf.record import ProgressSample, RunRecord, StepLatency, write_record
-from perf.sysinfo import SessionSampler, machine_info
+from perf.sysinfo import SessionSampler, git_info, machine_info
 
 log = logging.getLogger(__name__)
 
@@ -84,26 +83,8 @@ def run_id(label: str, now: float | None = None) -> str:
 
 def git_commit(root: Path = ROOT) -> tuple[str | None, bool]:
     """Return (HEAD commit, whether tracked files differ from it); (None, False) outside git."""
-    def git(*args):
-        try:
-            r = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return r.stdout.strip() if r.returncode == 0 else None
-    commit = git("rev-parse", "HEAD")
-    return commit, bool(commit and git("status", "--porcelain", "--untracked-files=no"))
-
-
-def ensure_input(data_dir: Path, symbols: int, messages: int) -> tuple[Path, Path]:
-    """Generate the looping input once per state folder; return (NBBO file, orders file)."""
-    nbbo, orders = data_dir / f"nbbo-{symbols}-{messages}.msg", data_dir / f"orders-{symbols}-{messages}.msg"
-    if not (nbbo.exists() and orders.exists()):
-        data_dir.mkdir(parents=True, exist_ok=True)
-        tmp_n, tmp_o = nbbo.with_suffix(".tmp"), orders.with_suffix(".tmp")
-        generate(tmp_n, tmp_o, symbols=symbols, nbbo=messages, orders=messages, wide_share=0.1, seed=1)
-        tmp_n.replace(nbbo)
-        tmp_o.replace(orders)
-    return nbbo, orders
+    git = git_info(root)
+    return git["commit"], git["dirty"]
 
 
 class _Influx:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import psutil
@@ -67,6 +69,35 @@ def machine_info() -> MachineInfo:
                        usable_cores=len(os.sched_getaffinity(0)), cpu_model=model,
                        mem_total_bytes=psutil.virtual_memory().total, kernel=platform.release(),
                        python=platform.python_version())
+
+
+def machine_summary() -> dict:
+    """Describe this machine for a benchmark's result file: `machine_info`, the load average and PySpark."""
+    m = machine_info()
+    return {"nproc": m.cores, "usable_cpus": m.usable_cores, "cpu_model": m.cpu_model,
+            "mem_total_gib": round(m.mem_total_bytes / 2**30, 1), "loadavg_at_start": list(os.getloadavg()),
+            "python": m.python, "pyspark": package_version("pyspark"), "kernel": m.kernel}
+
+
+def package_version(pkg: str) -> str | None:
+    """Return an installed package's version, None if it is not installed."""
+    try:
+        return version(pkg)
+    except PackageNotFoundError:
+        return None
+
+
+def git_info(root: Path) -> dict:
+    """Return the code a run measured: HEAD's commit, whether tracked files differ and which (commit None outside git)."""
+    def git(*args):
+        try:
+            r = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return r.stdout.rstrip("\n") if r.returncode == 0 else None
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"commit": commit, "dirty": bool(status), "changed": status.splitlines() if status else []}
 
 
 def session_usage(sid: int, wall_ns: int) -> CpuMem:

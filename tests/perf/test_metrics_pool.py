@@ -7,10 +7,8 @@ import sys
 
 import pytest
 
-from perf.perftest import ROOT
-
-sys.path.insert(0, str(ROOT / "bench"))
-import metrics_pool  # noqa: E402
+from bench import metrics_pool
+from bench.output import ROOT
 
 CPU, P99 = (f for f, _ in metrics_pool.REQUIREMENTS)
 
@@ -57,8 +55,8 @@ def test_the_tool_pools_sittings_and_writes_json(tmp_path):
     a = sitting_file(tmp_path / "a.json", "aaa1111", [1.01, 1.00, 1.01, 1.00, 1.01, 1.00], [1.2, 0.9, 1.0, 1.1, 0.95, 1.0])
     b = sitting_file(tmp_path / "b.json", "bbb2222", [1.03, 1.04, 1.03, 1.04, 1.03, 1.04], [1.0, 1.0, 1.01, 0.99, 1.0, 1.0])
     out = tmp_path / "pool.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "metrics_pool.py"), str(a), str(b), "--out", str(out)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "bench.metrics_pool", str(a), str(b), "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "aaa1111" in proc.stdout and "bbb2222" in proc.stdout and "pooled" in proc.stdout
     doc = json.loads(out.read_text())
@@ -73,8 +71,8 @@ def test_the_tool_pools_sittings_and_writes_json(tmp_path):
 def test_a_file_that_is_not_a_sitting_is_refused_clearly(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"summary": {}}')
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "metrics_pool.py"), str(bad),
-                           "--out", str(tmp_path / "o.json")], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "bench.metrics_pool", str(bad), "--out", str(tmp_path / "o.json")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "bad.json: not a metrics_overhead.py result" in proc.stderr
     assert not (tmp_path / "o.json").exists()

@@ -1,7 +1,7 @@
 """What the reliability tests share: the user's processes, the reference, socket checks.
 
 Everything goes through public interfaces: the `marketspread` commands (started as a user
-starts them, each in a session of its own, through bench/e2e.py's `Fleet`), the ingress
+starts them, each in a session of its own, through perf/fleet.py's `Fleet`), the ingress
 log (`LogReader`), the committed results (`read_committed`) and the pure-Python rule
 (`reference_results`), never the job's internal classes.
 """
@@ -19,21 +19,16 @@ from pathlib import Path
 import numpy as np
 
 from collector.settings import PROJECT_ROOT
+from engine.wire.fixish import TYPE_LEN, decode_payload
+from engine.ingress.stats import read_stats
+from engine.formats.log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head
+from engine.formats.batch import read_committed
+from tests.batch_files import result_tuples
+from engine.rule import reference_results
+from engine.tools.generate import generate
+from perf.fleet import Fleet, Proc, check_alive, log_tail, session_members, wait_until  # noqa: F401  (re-exported to the tests)
 
 ROOT = PROJECT_ROOT
-sys.path.insert(0, str(ROOT / "bench"))
-
-import e2e  # noqa: E402  (bench/e2e.py: Fleet, session handling, waits)
-from engine.wire.fixish import TYPE_LEN, decode_payload  # noqa: E402
-from engine.ingress.stats import read_stats  # noqa: E402
-from engine.formats.log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head  # noqa: E402
-from engine.formats.batch import read_committed  # noqa: E402
-from engine.formats.result_frames import result_tuples  # noqa: E402
-from engine.rule import reference_results  # noqa: E402
-from engine.tools.generate import generate  # noqa: E402
-
-Fleet, Proc, wait_until, session_members, log_tail = (e2e.Fleet, e2e.Proc, e2e.wait_until,
-                                                      e2e.session_members, e2e.log_tail)
 JOB_READY = 240.0
 DRAIN = 300.0
 
@@ -238,5 +233,5 @@ def sleep_watching(seconds: float, watch: list[Proc]) -> None:
     """Sleep, raising if a watched process dies meanwhile."""
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        e2e.check_alive(watch)
+        check_alive(watch)
         time.sleep(min(0.2, max(0.0, end - time.monotonic())))

@@ -20,13 +20,13 @@ import pytest
 
 from engine.wire.fixish import read_results
 from engine.formats.batch import read_committed
-from engine.formats.result_frames import result_tuples
+from tests.batch_files import result_tuples
 from engine.tools.generate import generate
 from engine.tools.sender import send_acknowledged
+from bench.spark_cluster import job_bytes_read, start_cluster
 
 from .harness import (ROOT, check_exact, drain, fleet_for, is_loopback, listening_sockets, log_tail,
                       start_ingress, start_job, stop_gracefully)
-from spark_cluster import job_bytes_read, start_cluster  # noqa: E402  (bench/, on the path through the harness)
 
 WORKERS = 2
 

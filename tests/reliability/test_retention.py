@@ -24,7 +24,10 @@ from engine.formats.result_frames import RESULT_FRAME
 from engine.formats.batch import read_retained, retained_from
 
 from collector.influx.server import free_port
-from .harness import (drain, e2e, fleet_for, kill_session, log_tail, sleep_watching,
+from perf.e2e import ensure_input
+from perf.exactness import RESULT_FIELDS, ReferenceRule
+
+from .harness import (drain, fleet_for, kill_session, log_tail, sleep_watching,
                       start_ingress, start_sender, stop_gracefully, wait_until)
 
 RATE = 50_000                       # messages/s per stream: 100,000 events/s offered
@@ -50,7 +53,7 @@ class LogFollower:
     def __init__(self, log_dir: Path):
         self.log_dir = log_dir
         self.pos = 0
-        self.ref = e2e.ReferenceRule()
+        self.ref = ReferenceRule()
         self.error: BaseException | None = None
         self.max_lag = 0
         write_hold(log_dir, 0)
@@ -89,13 +92,13 @@ class LogFollower:
 def _fields_equal(frames: np.ndarray, expected: dict[str, np.ndarray], rows: slice | np.ndarray) -> bool:
     if len(frames) != len(expected["seq"][rows]):
         return False
-    return all(np.array_equal(frames[f], expected[f][rows]) for f in e2e.RESULT_FIELDS)
+    return all(np.array_equal(frames[f], expected[f][rows]) for f in RESULT_FIELDS)
 
 
 @pytest.mark.slow
 def test_state_folder_stays_bounded_at_high_rate_with_exact_results(tmp_path):
     data, state = tmp_path / "data", tmp_path / "state"
-    nbbo, orders = e2e.ensure_data(data, 350, 0.1)
+    nbbo, orders = ensure_input(data, 350)
     received = tmp_path / "received.bin"
     fleet = fleet_for(tmp_path)
     log_dir, out_dir = state / "ingress", state / "results"
@@ -205,7 +208,7 @@ def _scratch(state: Path, pid: int) -> tuple[list[Path], list[Path]]:
 @pytest.mark.slow
 def test_killed_jobs_spark_temp_folders_are_removed_at_next_start(tmp_path):
     data, state = tmp_path / "data", tmp_path / "state"
-    nbbo, orders = e2e.ensure_data(data, 350, 0.1)
+    nbbo, orders = ensure_input(data, 350)
     fleet = fleet_for(tmp_path)
     try:
         ingress, ports = start_ingress(fleet, state, "--no-metrics")

@@ -7,14 +7,11 @@ never above the shard count.
 """
 from __future__ import annotations
 
-import sys
-
 import pytest
 
-from .harness import ROOT
+from bench import soak
 
-sys.path.insert(0, str(ROOT / "bench"))
-import soak  # noqa: E402
+from .harness import ROOT
 
 DURATION, WARMUP, EVERY = 90.0, 45.0, 2.5    # the JVM adds pool threads for its first ~40 s
 LOOSE = soak.Tolerance(rss_ratio=0.25, rss_slack_bytes=128 << 20, fd_slack=6, thread_slack=24)
