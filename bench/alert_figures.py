@@ -6,7 +6,8 @@ Starts a project InfluxDB (free loopback port, a temporary state folder), writes
 `--batches` `spark_progress` points of one query, one per 100 ms (36,000: an hour), and
 times `MetricReader.value` for a figure-to-figure rule (two counts in one request) and
 for aggregates over the whole window. Medians, minima and maxima are printed with each
-rule's value and written to bench/out/alert-figures-<UTC>.json (`--record`: bench/results/); never fails on a figure.
+rule's value and written to bench/out/alert-figures-<UTC>.json (`--record`:
+bench/results/); never fails on a figure.
 """
 from __future__ import annotations
 

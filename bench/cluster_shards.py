@@ -15,8 +15,8 @@ first batch left out); bytes the job's tasks read per event (the job's own count
 Spark accumulator it logs at stop: 64 when one task reads the log, ~72 when each task
 reads its shard's file, 64 x N if the tasks fell back to the log); and whether the
 committed results equal the plain-Python reference over the log (perf/exactness.py).
-Written to bench/out/cluster-shards-<UTC>.json (`--record`: bench/results/). Exit 0 whatever the figures, 1 if a
-run broke.
+Written to bench/out/cluster-shards-<UTC>.json (`--record`: bench/results/). Exit 0
+whatever the figures, 1 if a run broke.
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Disk use with retention on: bytes per million events and the state folder's size over time.
 
-    python bench/disk_usage.py [--duration 1800] [--rate 100000] [--results-retention 5m] [--every 10]
+    python -m bench.disk_usage [--duration 1800] [--rate 100000] [--results-retention 5m] [--every 10]
 
-e2e.py's whole path with the job's defaults (metrics on, to a real InfluxDB on a free
+perf/e2e.py's whole path with the job's defaults (metrics on, to a real InfluxDB on a free
 loopback port; log retention on) and the given results retention, two looping senders
 at `--rate` events/s in all. Every `--every` s it records the events committed and the
 disk space (allocated blocks) of each part of the state folder: the ingress log, the
@@ -11,8 +11,8 @@ result batches, the checkpoint, Spark's scratch folder and the rest.
 Figures: bytes written per million events (the log's 64 B per event; the results'
 growth per event measured before the retention's first deletion; the checkpoint's), the
 state folder's size over time and its peak after the results retention filled up. They
-give the README's disk formula its numbers. Writes bench/results/disk-usage-<UTC>.json;
-never fails on a figure.
+give the disk formula its numbers. Writes bench/out/disk-usage-<UTC>.json (`--record`:
+bench/results/); never fails on a figure.
 """
 from __future__ import annotations
 

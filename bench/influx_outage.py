@@ -1,17 +1,17 @@
 """What an InfluxDB outage costs the job: throughput before, during and after 30 s down, in one run.
 
-    python bench/influx_outage.py [--outage 30] [--before 30] [--after 30] [--warmup 20] [--rate N]
+    python -m bench.influx_outage [--outage 30] [--before 30] [--after 30] [--warmup 20] [--rate N]
 
-e2e.py's whole path (`marketspread ingress`, `marketspread job` with metrics on, two
+perf/e2e.py's whole path (`marketspread ingress`, `marketspread job` with metrics on, two
 looping senders, unthrottled by default) writes to a real InfluxDB
 (`collector.influx.server.InfluxServer`, free loopback port). After the warm-up the job's
 committed events/s are sampled every second for `--before` s, then the server is stopped
 for `--outage` s, then started again for `--after` s. Figures: the mean rate of each
 phase, during/before and after/before, and the noise (the spread of the 5-s windows of
-the before phase), so a ratio can be read against it. Afterwards: e2e.py's exactness
+the before phase), so a ratio can be read against it. Afterwards: perf/exactness.py's
 check, and the metrics check: every latency interval the committed batches recorded
 must be in InfluxDB with its count (the outage's intervals backfilled), none missing.
-Printed and written to bench/results/influx-outage-<UTC>.json; exit 1 only if the run
+Printed and written to bench/out/influx-outage-<UTC>.json (`--record`: bench/results/); exit 1 only if the run
 broke or a check failed, never on a figure.
 """
 from __future__ import annotations

@@ -7,7 +7,8 @@ state folder): the first start generates the admin credentials, creates the admi
 and the database; a restart only checks them. Then a writer sends `--points` points to a
 database that does not exist yet (the writer creates it with the retention policies and
 resends) and the same number to an existing one. Medians, minima and maxima are printed
-and written to bench/out/influx-setup-<UTC>.json (`--record`: bench/results/); never fails on a figure.
+and written to bench/out/influx-setup-<UTC>.json (`--record`: bench/results/); never
+fails on a figure.
 """
 from __future__ import annotations
 

@@ -3,20 +3,21 @@
 The requirement: metrics on against off, throughput ratio at least 0.98 and p99
 end-to-end latency within 5 %.
 
-    python bench/metrics_overhead.py                       # 3 pairs of each mode, 30 s measured (~16 min)
-    python bench/metrics_overhead.py throughput --pairs 5
-    python bench/metrics_overhead.py --pairs 1 --duration 10 --warmup 5   # a quick look
+    python -m bench.metrics_overhead                       # 3 pairs of each mode, 30 s measured (~16 min)
+    python -m bench.metrics_overhead throughput --pairs 5
+    python -m bench.metrics_overhead --pairs 1 --duration 10 --warmup 5   # a quick look
 
 One real InfluxDB server runs for the whole benchmark; its URL is in `MS_INFLUX_URL` of
-every process. Each pair runs e2e.py's whole path twice, metrics off (`--no-metrics` on
+every process. Each pair runs perf/e2e.py's whole path twice, metrics off (`--no-metrics` on
 the ingress and the job) and on, each time with a fresh state dir, fresh processes and
 the same generated input; pairs run throughput then latency, so on and off of a pair are
 neighbours in time. Odd pairs run off first, even pairs on first (ABBA): with the off arm
-always first, a drift within each pair counted against the metrics. Every run is checked for exactness (e2e.py's check) and for its
-metrics: a metrics-on run must leave in InfluxDB, under its run id, a `count` per step
-equal to the events it handled; a metrics-off run must leave nothing. Figures are
-printed and written to `bench/results/`; no figure ever fails the benchmark (exit 0),
-a run that broke or failed a check does (exit 1).
+always first, a drift within each pair counted against the metrics. Every run is checked
+for exactness (perf/exactness.py) and for its metrics: a metrics-on run must leave in
+InfluxDB, under its run id, a `count` per step equal to the events it handled; a
+metrics-off run must leave nothing. Figures are printed and written to `bench/out/`
+(`bench/results/` with `--record`); no figure ever fails the benchmark (exit 0), a run
+that broke or failed a check does (exit 1).
 """
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ ARMS = ("off", "on")                  # run order within odd pairs (even pairs: 
 OFF_ARGS = ("--no-metrics",)          # on the ingress's and the job's command lines
 THROUGHPUT_MIN_RATIO = 0.98           # the requirement, reported (never enforced)
 P99_MAX_RATIO = 1.05                  # "within 5 %": metrics may add at most 5 % to p99
-CPU_MAX_RATIO = 1.02                  # issue 17: CPU per million events, on/off
+CPU_MAX_RATIO = 1.02                  # the requirement on CPU per million events, on/off
 CPU_FIGURE = "CPU s per million events (all processes)"
 DEFAULT_WARMUP = 20.0                 # seconds, both modes (see `configs`)
 THROUGHPUT_FIGURE = "processed events/s (commit to commit)"
@@ -351,7 +352,7 @@ def report(runs: list[ArmRun], modes: list[str]) -> str:
 
 def write_json(runs: list[ArmRun], modes: list[str], args: argparse.Namespace, machine: dict, git: dict,
                influx: dict, argv: list[str], error: str | None) -> Path:
-    """Write every run, the comparisons, machine, commit and command line (bench/out/, or bench/results/ with --record)."""
+    """Write every run, the comparisons, machine, commit and command line (to bench/out/ or, --record, bench/results/)."""
     path = result_path("metrics-overhead", args.record)
     stamp = path.stem.rsplit("-", 1)[-1]
     summary = {}
@@ -397,7 +398,7 @@ def _run_doc(r: ArmRun) -> dict:
 # --------------------------------------------------------------------------- main
 
 def build_parser() -> argparse.ArgumentParser:
-    """Return the benchmark's argument parser (e2e.py's flags, plus --pairs)."""
+    """Return the benchmark's argument parser (bench/e2e.py's flags, plus --pairs)."""
     p = argparse.ArgumentParser(prog="python -m bench.metrics_overhead", description=__doc__.split("\n\n")[0])
     p.add_argument("mode", nargs="?", default="all", choices=("throughput", "latency", "all"),
                    help="which runs to pair (default all: throughput, then latency, in each pair)")

@@ -1,18 +1,19 @@
 """Read the metrics' cost off several sittings of `metrics_overhead.py` together, with its noise.
 
-One sitting's verdict reads a median of six pair ratios, and the runs it pairs vary by
-more than the effect it looks for: a run's batch gap settles anywhere from ~20 to ~36 ms
-at 50k events/s, whatever is switched on. So a sitting may pass or fail on noise. This tool pools the pairs of the sittings given and says how sure
-the figure is: each requirement's median pair ratio with a 95 % bootstrap interval
-(pairs drawn with replacement), per sitting and pooled.
+A sitting (one `metrics_overhead.py` run) reads a median of six pair ratios, and the runs
+it pairs vary by more than the effect it looks for: a run's batch gap settles anywhere
+from ~20 to ~36 ms at 50k events/s, whatever is switched on. So a sitting may pass or fail
+on noise. This tool pools the pairs of the sittings given and says how sure the figure
+is: each requirement's median pair ratio with a 95 % bootstrap interval (pairs drawn
+with replacement), per sitting and pooled.
 
     python -m bench.metrics_pool bench/out/metrics-overhead-*.json
 
 A requirement is *met* when the whole interval is within its bound, *not met* when the
 whole interval is beyond it, *inconclusive* otherwise. The pooled figure assumes that
 the sittings measured the same code; the table shows each sitting's commit. Writes
-`bench/out/metrics-pool-<utc>.json` (`--record`: bench/results/); never fails on a figure (exit 0), only on
-files it cannot read (exit 2).
+`bench/out/metrics-pool-<utc>.json` (`--record`: bench/results/); never fails on a figure
+(exit 0), only on files it cannot read (exit 2).
 """
 from __future__ import annotations
 

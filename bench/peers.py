@@ -1,7 +1,7 @@
 """The same input through this job and three peers, each checked exact, side by side.
 
-    python bench/peers.py                                   # 1M NBBO + 1M orders, 2,000 symbols
-    python bench/peers.py --systems python,replay --nbbo 200000 --orders 200000   # a quick look
+    python -m bench.peers                                   # 1M NBBO + 1M orders, 2,000 symbols
+    python -m bench.peers --systems python,replay --nbbo 200000 --orders 200000   # a quick look
 
 Systems, each a fresh process on the same generated files (every NBBO file before any
 order file, as `replay` sends them):
@@ -19,8 +19,8 @@ order file, as `replay` sends them):
 Each system writes Wallaroo OrderResult frames; the benchmark holds them, in order and
 without their timestamps, to `engine.rule.reference_results` over the same files. It
 prints events/s (input messages / the process' wall time) and wall time per system, and
-writes `bench/out/peers-<UTC time>.json` (`--record`: bench/results/). A timing never fails the run; a system that
-breaks or is not exact is reported as such (exit 1).
+writes `bench/out/peers-<UTC time>.json` (`--record`: bench/results/). A timing never
+fails the run; a system that breaks or is not exact is reported as such (exit 1).
 """
 from __future__ import annotations
 

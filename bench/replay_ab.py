@@ -1,14 +1,15 @@
 """`marketspread replay` of two commits, alternated in one run: wall time and its breakdown.
 
-    python bench/replay_ab.py --a 79a240f --b HEAD --pairs 3     # 1M NBBO + 1M orders, 2,000 symbols
+    python -m bench.replay_ab --a 79a240f --b HEAD --pairs 3     # 1M NBBO + 1M orders, 2,000 symbols
 
 Each commit's tree is exported (`git archive`) to a temp folder and runs with this
 checkout's `.venv`; runs alternate A, B, A, B, ... on the same generated files, each a
 fresh `python -m marketspread replay` process with a fresh state folder. Every run's results are
 checked against `engine.rule.reference_results`. Prints the median of each phase of the
 replay's own timing breakdown (both commits must print it) and the whole command's wall
-time per commit, with B/A; writes `bench/out/replay-ab-<UTC time>.json` (`--record`: bench/results/). On a shared
-machine look at the load average in the JSON before trusting a ratio.
+time per commit, with B/A; writes `bench/out/replay-ab-<UTC time>.json` (`--record`:
+bench/results/). On a shared machine look at the load average in the JSON before trusting
+a ratio.
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Soak: a steady load for 10 minutes; memory, files, threads and state must stay flat.
 
-    python bench/soak.py [--duration 600] [--rate 20000] [--every 5] [--warmup 60]
+    python -m bench.soak [--duration 600] [--rate 20000] [--every 5] [--warmup 60]
 
-e2e.py's whole path (`marketspread ingress`, `marketspread job` with metrics on to a real
+perf/e2e.py's whole path (`marketspread ingress`, `marketspread job` with metrics on to a real
 InfluxDB on a free loopback port, two looping senders at `--rate` events/s in all) runs
 for `--duration` s. Every `--every` s it records, per process group (the ingress, the
 job's driver, its JVM, its Python workers together, each sender): resident memory, open

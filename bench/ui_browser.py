@@ -16,7 +16,8 @@ own recorder (perf.record) with their start-to-end histograms in `latency`, as a
     .venv/bin/python -m bench.ui_browser --hours 24 --state-dir /tmp/ui24   # ~10 min to write once
     .venv/bin/python -m bench.ui_browser --hours 1 --loads 5                 # a quick look
 
-Writes bench/out/ui_browser.json (`--record`: bench/results/; medians and p90s). Never fails on a timing.
+Writes bench/out/ui_browser.json (`--record`: bench/results/; medians and p90s). Never
+fails on a timing.
 """
 from __future__ import annotations
 

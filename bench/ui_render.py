@@ -27,7 +27,8 @@ histograms (lognormal latencies, `--events-per-s` events each +-20 %), so a 10-m
     .venv/bin/python -m bench.ui_render --hours 1        # a quick look
     .venv/bin/python -m bench.ui_render --state-dir /tmp/ui24  # keep the data; run again to re-time only
 
-Writes bench/out/ui_render.json (`--record`: bench/results/ui_render.json). Never fails on a timing.
+Writes bench/out/ui_render.json (`--record`: bench/results/ui_render.json). Never fails
+on a timing.
 """
 from __future__ import annotations
 
