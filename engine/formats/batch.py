@@ -156,15 +156,6 @@ class ShardOutput:
         self.close()
 
 
-def write_shard_results(out_dir: str | os.PathLike, batch: int, shard: int, frames: bytes, seqs: bytes,
-                        figures: ShardFigures | None = None) -> None:
-    """Write one shard's output of `batch` in one call: `frames`, their `seqs` keys, its `figures`."""
-    with ShardOutput(out_dir, batch, shard) as out:
-        out.write_results(frames, seqs)
-        if figures is not None:
-            out.write_figures(figures)
-
-
 def _decode_trailer(data: bytes, path: Path) -> ShardFigures:
     if len(data) >= _FIGURES_HEAD.size:
         magic, n_busy, n_samples, crc = _FIGURES_HEAD.unpack_from(data)

@@ -166,8 +166,3 @@ def symbol_bytes(symbol: np.ndarray) -> np.ndarray:
 def order_id_bytes(order_id: np.ndarray) -> np.ndarray:
     """Turn order-id ints back into (n, 6) bytes."""
     return np.asarray(order_id, dtype=">i8").view(np.uint8).reshape(-1, 8)[:, 2:]
-
-
-def symbol_int(symbol: bytes) -> int:
-    """Return the int form of a 4-byte symbol."""
-    return int.from_bytes(symbol, "big", signed=True)

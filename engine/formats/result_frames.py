@@ -40,9 +40,3 @@ def encode_results(orders: np.ndarray, bid: np.ndarray, offer: np.ndarray) -> np
     f["bid"], f["offer"] = bid, offer
     out["seq"], out["ingest_ns"] = orders["seq"], orders["ingest_ns"]
     return out
-
-
-def result_tuples(frames: np.ndarray) -> list[tuple]:
-    """Turn result frames into comparable tuples without the timestamp."""
-    return [(int(r["side"]), int(r["account"]), bytes(r["order_id"]), bytes(r["symbol"]),
-             float(r["qty"]), float(r["price"]), float(r["bid"]), float(r["offer"])) for r in frames]

@@ -43,6 +43,7 @@ import numpy as np
 
 from engine.config import Config
 from engine.ingress.admission import Admission, connection_cap
+from engine.ingress.connection import SenderConnection
 from engine.ingress.deadletter import DeadLetter, DeadLetterFile
 from engine.storage.diskspace import SpaceMark, describe_free, disk_space
 from engine.wire.fixish import STREAM_NBBO, STREAM_ORDERS, BadFrame, FrameScanner, ScanResult
@@ -63,25 +64,6 @@ IDLE_CHECK_INTERVAL = 1.0        # how often silent connections are looked for
 ACCEPT_PAUSE = 0.100             # accepting rests this long when the process is out of descriptors
 LOG_EVERY = 5.0                  # least seconds between two lines of one repeated warning
 _RST = struct.pack("ii", 1, 0)   # SO_LINGER on, 0 s: close() resets the connection
-
-
-@dataclass(eq=False)
-class _Conn:
-    """One sender connection and the bytes it sent that are not decided yet."""
-    sock: socket.socket
-    stream: str
-    peer: str
-    scanner: FrameScanner
-    pending: bytes = b""
-    registered: bool = False
-    closed: bool = False
-    accepted: int = 0
-    uncommitted: int = 0             # records appended since the last commit
-    bytes_in: int = 0
-    bad: int = 0
-    last_active: float = 0.0         # monotonic time it last sent bytes or was unmuted
-    opened: float = 0.0              # ... it was accepted or unmuted (the first-frame deadline)
-    client: str = ""                 # its address, or IPv6 /64 (admission.client_key)
 
 
 @dataclass(frozen=True)
@@ -106,11 +88,11 @@ class IngressServer:
         self.error: BaseException | None = None
         self._sel: selectors.BaseSelector | None = None
         self._listeners: list[socket.socket] = []
-        self._conns: set[_Conn] = set()
+        self._conns: set[SenderConnection] = set()
         self._writer: LogWriter | None = None
         self._shard_files: ShardFileWriter | None = None     # with cfg.shards > 1 (shard_files.py)
         self._dead: DeadLetterFile | None = None
-        self._touched: list[_Conn] = []          # connections with records since the last commit
+        self._touched: list[SenderConnection] = []          # connections with records since the last commit
         self._why_muted: set[str] = set()        # "backlog", "disk"
         self._disk_failed = False                # a write failed: resume needs more room
         self._space = SpaceMark(cfg.min_free_bytes, cfg.min_free_percent)
@@ -223,7 +205,7 @@ class IngressServer:
         next_check = next_stats = next_disk = next_idle = 0.0
         while not self._stopping.is_set():
             events = self._sel.select(BACKPRESSURE_INTERVAL)
-            closing: list[_Conn] = []
+            closing: list[SenderConnection] = []
             for key, _ in events:
                 if isinstance(key.data, _Listener):
                     self._accept(key.fileobj, key.data.stream)
@@ -277,7 +259,7 @@ class IngressServer:
             self.on_commit(time.time_ns(), self._appended)
         self._appended = []
 
-    def _write_failed(self, err: OSError, culprit: _Conn | None = None) -> None:
+    def _write_failed(self, err: OSError, culprit: SenderConnection | None = None) -> None:
         """Truncate the log to the last commit, reset every connection with bytes in the lost tail, mute."""
         lost = self._writer.size - self._writer.head
         try:
@@ -325,7 +307,7 @@ class IngressServer:
                 continue
             sock.setblocking(False)
             now = time.monotonic()
-            conn = _Conn(sock, stream, f"{addr[0]}:{addr[1]}", FrameScanner(stream), last_active=now,
+            conn = SenderConnection(sock, stream, f"{addr[0]}:{addr[1]}", FrameScanner(stream), last_active=now,
                          opened=now, client=client)
             self._conns.add(conn)
             self._admit.track(conn)
@@ -382,7 +364,7 @@ class IngressServer:
             self._last_log[key] = now
             log.warning(msg, *args)
 
-    def _read(self, conn: _Conn) -> bool:
+    def _read(self, conn: SenderConnection) -> bool:
         """Receive what a connection has (bounded by the backlog room), append it; return eof.
 
         Raises OSError when the log write fails (the caller rolls back and resets)."""
@@ -441,7 +423,7 @@ class IngressServer:
             self._mute("backlog")
         return eof
 
-    def _dead_letter(self, conn: _Conn, bad: list[BadFrame]) -> None:
+    def _dead_letter(self, conn: SenderConnection, bad: list[BadFrame]) -> None:
         if not bad:
             return
         now = time.time_ns()
@@ -458,7 +440,7 @@ class IngressServer:
                 cat = reason_category(b.reason)
                 self._c.bad_reasons[cat] = self._c.bad_reasons.get(cat, 0) + 1
 
-    def _close(self, conn: _Conn, reset: bool = False, refused: bool = False) -> None:
+    def _close(self, conn: SenderConnection, reset: bool = False, refused: bool = False) -> None:
         """Close a connection: cleanly (all it sent that was read is durable) or with a reset."""
         self._admit.release(conn)
         if conn.registered:
@@ -483,7 +465,7 @@ class IngressServer:
 
     # ------------------------------------------------------------------ backpressure
 
-    def _register(self, conn: _Conn) -> None:
+    def _register(self, conn: SenderConnection) -> None:
         self._sel.register(conn.sock, selectors.EVENT_READ, conn)
         conn.registered = True
 

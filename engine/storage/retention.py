@@ -115,8 +115,3 @@ def results_keep_from(batches: Iterable[BatchFootprint], committed: int, now_ns:
         total -= b.nbytes
         keep = b.batch + 1
     return keep
-
-
-def missed_batches(next_batch: int, keep_from: int) -> int:
-    """How many batches a reader at `next_batch` lost to retention (0 if none)."""
-    return max(0, keep_from - next_batch)

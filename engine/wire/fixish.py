@@ -22,7 +22,6 @@ HEADER = struct.Struct(">I")
 NBBO_LEN = NBBO_STRUCT.size      # 42
 ORDER_LEN = ORDER_STRUCT.size    # 53
 RESULT_LEN = RESULT_STRUCT.size  # 55
-MAX_PAYLOAD = max(NBBO_LEN, ORDER_LEN)
 
 STREAM_NBBO = "nbbo"
 STREAM_ORDERS = "orders"

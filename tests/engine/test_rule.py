@@ -5,8 +5,12 @@ import numpy as np
 import pytest
 
 from engine.wire.fixish import Nbbo, Order, iter_frames, decode_payload
-from engine.formats.records import symbol_int
 from engine.rule import ShardState, apply_rule, is_wide, reference_results
+
+
+def symbol_int(symbol: bytes) -> int:
+    """Return the int form of a 4-byte symbol (as engine.formats.records reads it)."""
+    return int.from_bytes(symbol, "big", signed=True)
 
 
 def _random_stream(rng, n, n_symbols=20):

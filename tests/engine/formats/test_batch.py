@@ -7,7 +7,8 @@ import os
 import numpy as np
 
 from engine.formats.batch import (BatchTail, ShardFigures, batch_dir, commit_log_dir, committed_batch, read_batch,
-                                  read_committed, stamp_frames, write_shard_results)
+                                  read_committed, stamp_frames)
+from tests.batch_files import write_shard_results
 from engine.formats.result_frames import RESULT_BLOCK_DTYPE
 
 

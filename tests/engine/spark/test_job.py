@@ -19,7 +19,7 @@ from engine.wire.fixish import decode_payload, iter_frames, read_results
 from engine.formats.log import LogWriter, read_consumed, read_head
 from marketspread.replay import replay
 from engine.formats.batch import read_committed
-from engine.formats.result_frames import result_tuples
+from tests.batch_files import result_tuples
 from engine.rule import reference_results
 from engine.tools.generate import generate, wallaroo_scenario
 from collector.settings import PROJECT_ROOT

@@ -14,7 +14,8 @@ import pytest
 
 from collector.backpressure import StepBusy
 from engine.formats.log import LogWriter
-from engine.formats.result_frames import RESULT_FRAME, result_tuples
+from engine.formats.result_frames import RESULT_FRAME
+from tests.batch_files import result_tuples
 from engine.formats.batch import commit_log_dir, read_batch, read_committed, batch_dir
 from engine.spark import job, shard_state, worker_memory
 from engine.formats.stamps import decode_figures
