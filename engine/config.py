@@ -24,18 +24,21 @@ class Config:
     fsync: bool = True
     master: str = "local[*]"
     # symbol shards = tasks of the stateful stage; fixed by the checkpoint. One measured best
-    # on a 2-core machine (bench/README.md); on a cluster, one per executor core for the job.
+    # on a 2-core machine (docs/PERFORMANCE.md, "Design decisions": "One shard by default");
+    # on a cluster, one per executor core for the job.
     shards: int = 1
     max_rows_per_batch: int = 500_000
     # the first batch after each query start runs in a JVM and worker not yet warm: a smaller
-    # one gives the first results sooner (bench/README.md, "Issue 17, session 10")
+    # one gives the first results sooner (docs/PERFORMANCE.md, "Design decisions": "500,000
+    # records per batch at most, 100,000 in the first")
     first_batch_rows: int = 100_000
     trigger_ms: int = 0
     spark_ui: bool = False
     metrics: bool = True                  # latency samples recorded in tasks, shipped to InfluxDB
     # Count the bytes of records the tasks read (a Spark accumulator; the job logs bytes/event at
     # stop). Off by default: Spark hands each task's update to the driver's Python process and
-    # waits for its answer before the batch ends, ~2 ms a batch with metrics on (bench/README.md).
+    # waits for its answer before the batch ends, ~2 ms a batch with metrics on
+    # (docs/PERFORMANCE.md, "Design decisions": "Bytes-read counting is opt-in").
     count_bytes_read: bool = False
     # ingress limits (docs/RELIABILITY.md, "Disk full" and "Connection flood"): the low-space mark is
     # the smaller of the two (5 % of a 20 TB disk is too much, 1 GiB of a 10 GiB one too little)
@@ -46,7 +49,7 @@ class Config:
     min_free_bytes: int = 1 << 30         # ingress mutes below this much free space in the state folder ...
     min_free_percent: int = 5             # ... or below this share of it, whichever is smaller
     deadletter_max_bytes: int = 64 << 20  # dead-letter file and its one rotated copy together
-    # Disk retention (engine/storage/retention.py; README "Disk and retention"). Log segments go once
+    # Disk retention (engine/storage/retention.py; docs/OPERATIONS.md "Retention and disk"). Log segments go once
     # the checkpoint no longer needs them; result batches by age and/or total size (Kafka's
     # retention.ms / retention.bytes); "0" turns a bound off.
     log_retention: bool = True            # False (--keep-log): keep every ingress log segment

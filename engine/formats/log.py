@@ -132,7 +132,8 @@ class LogWriter:
         """Lay payload rows out as records, in a buffer the writer keeps between appends.
 
         A fresh array per append (and `tobytes` of it) cost ~85 % of an append: every
-        chunk's memory was new pages, faulted in and zeroed (bench/README.md, session 13).
+        chunk's memory was new pages, faulted in and zeroed (docs/PERFORMANCE.md, "Design
+        decisions": "Log appends through a reused buffer").
         `on_durable` keeps the records until the commit, so then they get their own array.
         """
         n, width = payloads.shape

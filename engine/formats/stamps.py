@@ -4,7 +4,8 @@ A state task records a batch's `BatchStamps` with a few numpy operations (its ev
 ingest times as runs, its rejected orders' ingest times, when each step ended) and writes
 them beside the batch's results; the metrics shipper turns them into `StepSample`s
 (`decode_figures`). Bucketing and encoding the samples in the task cost each batch
-~0.7 ms on its critical path (bench/README.md, "Issue 17, session 19"). Steps
+~0.7 ms on its critical path (docs/PERFORMANCE.md, "Design decisions": "The task records
+stamps; the shipper makes the histograms"). Steps
 (Wallaroo's per-step view, in ns):
 `source` ingest -> read into a batch; `check_market_data` the stateful computation of
 the batch; `sink` encoding and writing the results; `start-to-end` ingest -> result

@@ -119,7 +119,8 @@ def query_writer(spark, cfg: Config, bytes_read=None):
     shard, else a hash partitioning whose keys put shard k in partition k), and the task
     keeps the shard's state itself (shard_state.py). Spark's state store loaded, diffed
     and committed the state row in every batch, through a shuffle and a sort: batches
-    took ~130 ms at 50k events/s against ~50-85 ms this way (bench/README.md).
+    took ~130 ms at 50k events/s against ~50-85 ms this way (docs/PERFORMANCE.md, "Design
+    decisions": "The symbol table kept in the task instead of Spark's state store").
     """
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
     events = (spark.readStream.format(source_format(spark))

@@ -4,7 +4,8 @@ A Spark driver loads ~20,000 classes from its jars while the session, the query 
 first batch start; on a cold JVM that is most of a short run's wall time. Java's dynamic
 AppCDS archive keeps those classes parsed and verified in one file that later JVMs map
 (`-XX:SharedArchiveFile`): `marketspread replay` of 2M events took 6.5 s without it and
-5.2 s with it, its Spark session 2.5 s against 1.6 s (bench/README.md, "Replay start-up").
+5.2 s with it, its Spark session 2.5 s against 1.6 s (docs/PERFORMANCE.md, "Design
+decisions": "A class-data-sharing archive of the driver's classes, linked before the dump").
 
 The archive is an install artefact, like compiled bytecode: `scripts/setup` makes it once
 (`marketspread jvm-archive`, ~20 s) in the venv, one file (~155 MB) per PySpark version,
@@ -54,7 +55,7 @@ def dump(spark, folder: Path = ARCHIVE_DIR, class_log: Path | None = None) -> Pa
     archive of its own). The classes in `class_log` are linked first, when the JVM has the
     project's jar: JDK 17 leaves unlinked classes out of the archive, ~3,800 of a replay's
     (the verifier's exception types and interfaces), and with them in, a 2M replay took
-    4.65-4.79 s against 5.42-5.70 s (bench/README.md, "Issue 17, session 15"). Written
+    4.65-4.79 s against 5.42-5.70 s (docs/PERFORMANCE.md, "Design decisions", the same). Written
     beside its final name and renamed, so a JVM never maps half a file; archives of other
     PySpark versions or class paths (an older project jar, jvm_jar.py) are removed.
     """

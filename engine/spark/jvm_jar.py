@@ -24,7 +24,7 @@ from engine.spark.jdk import ARCHIVE_DIR, java_tool
 
 SOURCE_DIR = Path(__file__).resolve().parent / "java"
 _PREFIX = "marketspread-jvm-"
-_OLD_PREFIXES = ("nio-local-fs-",)     # the jar of sessions 12-14: the file system class alone
+_OLD_PREFIXES = ("nio-local-fs-",)     # an older jar: the file system class alone
 
 
 def sources() -> list[Path]:

@@ -4,7 +4,8 @@ Without Hadoop's native library (pip's PySpark ships none), Hadoop's local file 
 sets each new file's permissions by running `chmod` in a child process of the JVM. The
 streaming query writes an offset and a commit log entry per micro-batch, so two forks
 sat on every batch's critical path: 9.4 against 3.7 ms per checkpoint file
-(`createAtomic` through py4j, 50 files, bench/README.md "Issue 17, session 12").
+(`createAtomic` through py4j, 50 files; docs/PERFORMANCE.md, "Design decisions":
+"Checkpoint logs without a forked `chmod`").
 `NioLocalFileSystem` (java/marketspread/hadoop/) is Hadoop's `RawLocalFileSystem` with
 `setPermission` done through java.nio.
 

@@ -46,12 +46,13 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
         "spark.sql.adaptive.enabled": "false",
         # No generated code: the job's JVM rows are its planned ranges, one per shard and
         # batch, and compiling code for them (Janino) took ~0.15 s of the first batch
-        # (first batch 0.44-0.53 -> 0.29-0.35 s, bench/README.md). `factoryMode` is
+        # (first batch 0.44-0.53 -> 0.29-0.35 s; docs/PERFORMANCE.md, "Design decisions":
+        # "No generated code"). `factoryMode` is
         # Spark's internal switch for expression code (projections, predicates).
         "spark.sql.codegen.wholeStage": "false",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
         # Checkpoint files through the raw local FS: no forked chmod/readlink per file
-        # (FACTS: walCommit+commitOffsets 40-55 ms -> 7-20 ms per batch).
+        # (walCommit+commitOffsets 40-55 ms -> 7-20 ms per batch).
         "spark.sql.streaming.checkpointFileManagerClass":
             "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
         "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
@@ -62,7 +63,8 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
         # The driver JVM plans, logs and commits a few rows per batch: C1 alone. C2 was
         # still compiling at 11-22 % of a core 60-200 s into a live run; at 50k events/s,
         # job CPU 121 -> 109 % of a core and p99 to committed 103 -> 76 ms over 220 s
-        # (alternated 30-s runs: 126/119 -> 99/104 ms; bench/README.md, session 12).
+        # (alternated 30-s runs: 126/119 -> 99/104 ms; docs/PERFORMANCE.md, "Design
+        # decisions": "C1 only in the driver JVM").
         "spark.driver.extraJavaOptions": f"-Dlog4j2.level=WARN {C1_ONLY}",
         # JVM <-> Python workers over a Unix socket, not loopback TCP: over TCP each stateful
         # task stalled a steady ~40 ms (the mark of Nagle meeting delayed ACKs) between its
@@ -115,7 +117,8 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
 #: micro-batch's job, stage and SQL execution in it (with a formatted plan description) and
 #: sorts them to drop the oldest: keep a hundred of each, and the plain plan text. At 50k
 #: events/s, the driver JVM's CPU 25.6 -> 24.9 s per 30 s, all processes' 39.7 -> 39.0 s,
-#: lower in 3 of 3 alternated pairs; latency unchanged (bench/README.md, session 16).
+#: lower in 3 of 3 alternated pairs; latency unchanged (docs/PERFORMANCE.md, "Design
+#: decisions": "Spark's status store trimmed without the UI").
 #: With `--spark-ui` Spark's own defaults stay.
 QUIET_STATUS_STORE = {
     "spark.ui.retainedJobs": "100",

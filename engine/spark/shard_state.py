@@ -1,8 +1,8 @@
 """Each shard's symbol table, kept by its task in versioned per-batch snapshots.
 
 Spark's state store loaded, diffed and committed the shard's one state row in every
-batch, through a shuffle and a sort to group it with its input (bench/README.md,
-"State out of Spark's state store"). Here the task keeps its shard's `ShardState` in
+batch, through a shuffle and a sort to group it with its input (docs/PERFORMANCE.md,
+"Design decisions": "The symbol table kept in the task instead of Spark's state store"). Here the task keeps its shard's `ShardState` in
 the worker's memory between batches and writes it after each batch as
 `<folder>/<shard>/<batch>.state` (temp file, fsync, rename). A batch starts from the
 newest snapshot of an earlier batch: from memory when this worker wrote it, else from

@@ -9,8 +9,8 @@ to read a batch, which measured ~60 ms of fixed cost per micro-batch and per rea
 
 With the project's jar (jvm_jar.py) the same plan is made in the driver JVM
 (java/marketspread/spark/IngressSource.java): then no Python process is started to find,
-create and run the source, three fresh interpreters on a query's start (bench/README.md,
-"Issue 17, session 15"). This module's Python source is the fallback without the jar;
+create and run the source, three fresh interpreters on a query's start (docs/PERFORMANCE.md,
+"Design decisions": "The ingress source planned in the driver JVM"). This module's Python source is the fallback without the jar;
 both write the same offsets, so either resumes the other's checkpoint.
 """
 from __future__ import annotations
@@ -40,7 +40,8 @@ def range_batch(keys: list[int], lo: int, hi: int) -> pa.RecordBatch:
 
     Returned to Spark as Arrow, not as tuples: Spark's runner turns tuples into Arrow
     with `pa.array`, and pyarrow imports pandas the first time (~0.18 s inside the
-    query's first batch, measured with JFR in bench/README.md).
+    query's first batch, measured with JFR; docs/PERFORMANCE.md, "Design decisions": "The
+    source's rows handed over as Arrow").
     """
     n = len(keys)
     return pa.RecordBatch.from_arrays([_column(keys, np.int32, pa.int32()), _column([lo] * n, np.int64, pa.int64()),

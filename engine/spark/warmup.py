@@ -3,7 +3,8 @@
 A query's first micro-batch started two Python processes of its own: the task's worker
 (fork, then pyarrow, numpy and the job's modules imported) and the daemon that plans a
 Python data source's read (Spark starts it on first use, ~0.35 s inside the first
-batch, measured with JFR in bench/README.md). Two things run beside the query's start-up:
+batch, measured with JFR; docs/PERFORMANCE.md, "Design decisions": "A warm Python worker
+before the first batch"). Two things run beside the query's start-up:
 
 - a `mapInArrow` job (the query's own kind of Python task) of one row and partition
   per shard, which leaves one idle worker per shard (`spark.python.worker.reuse`) with

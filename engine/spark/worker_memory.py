@@ -4,12 +4,13 @@ and the imported modules' objects out of the garbage collector's way.
 A batch's arrays are tens of MB (500,000 records: 32 MB read, ~20 MB decoded, as much
 again in the rule). Fresh memory costs a page fault per page on first touch, and on this
 VM a huge page's first touch cost 50-65 ms per 32 MB: a batch in fresh memory took 2-3×
-as long in its read and decode as one in memory touched before (bench/README.md).
+as long in its read and decode as one in memory touched before (docs/PERFORMANCE.md,
+"Design decisions": "Worker memory kept between batches").
 
 - The read buffer lives here, in a module the worker imports, so every task of the
   worker finds the same one. A module-level object referenced from the job's closure
   would not do: cloudpickle ships a closure's globals by value, so each task unpickled
-  an empty buffer of its own (found in session 10).
+  an empty buffer of its own.
 - glibc returns freed heap memory to the OS above a trim threshold and puts large blocks
   in fresh mappings; `keep_freed_memory` makes it keep both, so a batch reuses what the
   previous one touched. The worker's memory then stays at its largest batch's, bounded
