@@ -272,23 +272,28 @@ def collect_batch(spool_dir: Path, query_id: str, batch_id: int) -> list[StepSam
     return list(collect_batch_figures(spool_dir, query_id, batch_id).samples)
 
 
-def collect_unbatched(spool_dir: Path) -> SpoolBatch:
-    """Read and remove the samples of tasks outside any streaming query (at least once)."""
+def collect_unbatched(spool_dir: Path) -> dict[str, SpoolBatch]:
+    """Read and remove the samples of tasks outside any streaming query (at least once), by run.
+
+    The run is the one in each file's name (the task's job group, else its application), so
+    whichever monitor on the machine ships them, they count under their own run.
+    """
     folder = Path(spool_dir) / UNBATCHED
     try:
         paths = [p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")]
     except OSError:
-        return SpoolBatch()
-    samples: list[StepSample] = []
-    uncounted: dict[str, Uncounted] = {}
-    unreadable = 0
+        return {}
+    by_run: dict[str, tuple[list[StepSample], dict[str, Uncounted], list[int]]] = {}
     for p in paths:
-        unreadable += _read_file(p, samples, uncounted) if _parse_name(p) else 1
+        e = _parse_name(p)
+        samples, uncounted, unreadable = by_run.setdefault(e.run if e else "", ([], {}, [0]))
+        unreadable[0] += _read_file(p, samples, uncounted) if e else 1
         try:
             p.unlink()
         except OSError:
             pass
-    return SpoolBatch(tuple(samples), uncounted, 0, unreadable)
+    return {run: SpoolBatch(tuple(samples), uncounted, 0, unreadable[0])
+            for run, (samples, uncounted, unreadable) in by_run.items()}
 
 
 def sweep(spool_dir: Path, older_than_s: float, now: float | None = None) -> int:

@@ -31,7 +31,7 @@ from collector.influx import InfluxClient, InfluxConfig, InfluxWriter, Point
 from collector.names import to_name
 from collector.points import latency_point
 from collector.settings import default_state_dir
-from collector.task_spool import collect_batch_figures, default_spool_dir, sweep
+from collector.task_spool import SpoolBatch, collect_batch_figures, collect_unbatched, default_spool_dir, sweep
 from collector.vocabulary import LATENCY_UNCOUNTED, TAG_PIPELINE, TAG_RUN, TAG_STEP
 
 from spark_listener.latency import declared_steps
@@ -44,6 +44,8 @@ GRAPHITE_PORT_KEY = "spark.metrics.conf.*.sink.graphite.port"
 GRAPHITE_HOST_KEY = "spark.metrics.conf.*.sink.graphite.host"
 #: Batch folders of task samples older than this, never reported done (a failed query), are removed.
 SPOOL_SWEEP_S = 3600.0
+#: The pipeline tag of samples recorded by tasks outside any streaming query (a batch job).
+UNBATCHED_PIPELINE = "batch"
 
 
 #: Relays started before their session (executor_metrics_conf), by port: the monitor adopts its own.
@@ -52,8 +54,8 @@ _early_lock = threading.Lock()
 
 
 def _open_writer(state_dir: Path, name: str, influx: InfluxConfig | None) -> InfluxWriter:
-    """Start a never-blocking writer to the configured InfluxDB, spooling under the state folder."""
-    cfg = influx or InfluxConfig.from_env()
+    """Start a never-blocking writer to `influx` (None: `MS_INFLUX_*`'s), spooling under the state folder."""
+    cfg = influx if influx is not None else InfluxConfig.from_env()     # the user's job gave none
     spool = state_dir / "metrics-spool" / f"monitor-{to_name(name, 'app')}"
     writer = InfluxWriter(InfluxClient(cfg), spool, background=True, interval=cfg.flush_s).start()
     log.info("monitor: %s -> %s database %s", name, cfg.url, cfg.db)
@@ -147,8 +149,9 @@ class SparkMonitor:
             except Exception:               # the session was stopped first: its listeners went with it
                 pass
             listener.stop(timeout)
+        points = self._unbatched_points(final=True)
         with self._lock:
-            points = [latency_point(ih) for agg in self._aggregators.values() for ih in agg.drain(time.time_ns(), True)]
+            points += [latency_point(ih) for agg in self._aggregators.values() for ih in agg.drain(time.time_ns(), True)]
         if points and self._writer is not None:
             self._writer.add(points)
         if self._relay is not None:
@@ -190,23 +193,39 @@ class SparkMonitor:
 
         Rows a step saw but could not time (null or future stamps) become a
         `latency_uncounted` point of the batch, so a bad timestamp column shows rather than
-        vanishes; unreadable sample files are counted in `unreadable`.
+        vanishes; unreadable sample files are counted in `unreadable`. The samples of tasks
+        outside any streaming query (a batch job's `record_latency`) go along, at least once.
         """
         batch = collect_batch_figures(self.spool_dir, rec.query_id, rec.batch_id)
+        return self._points(rec.run, rec.query, batch, rec.end_ns) + self._unbatched_points()
+
+    def _unbatched_points(self, final: bool = False) -> list[Point]:
+        """Ship the samples of tasks outside any streaming query, under their own run, pipeline `batch`."""
+        try:
+            found = collect_unbatched(self.spool_dir)
+        except OSError as e:
+            log.warning("monitor: could not read %s: %s", self.spool_dir, e)
+            return []
+        now = time.time_ns()
+        return [p for run, batch in found.items() if run
+                for p in self._points(to_name(run, self.run), UNBATCHED_PIPELINE, batch, now, final)]
+
+    def _points(self, run: str, query: str, batch: SpoolBatch, end_ns: int, final: bool = False) -> list[Point]:
+        """Add a batch's samples to the (run, query) intervals; return the uncounted points and closed intervals."""
         samples = batch.samples
         self.unreadable += batch.unreadable
-        out = [Point(LATENCY_UNCOUNTED, {TAG_RUN: rec.run, TAG_PIPELINE: rec.query, TAG_STEP: u.step},
-                     {"nulls": int(u.nulls), "negative": int(u.negative)}, rec.end_ns)
+        out = [Point(LATENCY_UNCOUNTED, {TAG_RUN: run, TAG_PIPELINE: query, TAG_STEP: u.step},
+                     {"nulls": int(u.nulls), "negative": int(u.negative)}, end_ns)
                for u in batch.uncounted.values() if u.nulls or u.negative]
         with self._lock:
-            agg = self._aggregators.get((rec.run, rec.query))
+            agg = self._aggregators.get((run, query))
             if agg is None and not samples:
                 return out
             if agg is None:
-                agg = self._aggregators[(rec.run, rec.query)] = IntervalAggregator(rec.run, self.interval_s)
+                agg = self._aggregators[(run, query)] = IntervalAggregator(run, self.interval_s)
             for s in samples:
-                agg.add(s.__class__(rec.query, s.step, s.worker, s.ts_ns, s.counts))
-            return out + [latency_point(ih) for ih in agg.drain(time.time_ns())]
+                agg.add(s.__class__(query, s.step, s.worker, s.ts_ns, s.counts))
+            return out + [latency_point(ih) for ih in agg.drain(time.time_ns(), final)]
 
     # -- Spark's metrics system
 

@@ -74,8 +74,9 @@ def test_unbatched_samples_are_shipped_on_sight(tmp_path):
     ts.write_task_samples(tmp_path, task, [_sample("s", [1, 2])])
     ts.write_task_samples(tmp_path, task, [_sample("s", [3])])  # same task, second file: no torn reads
     got = ts.collect_unbatched(tmp_path)
-    assert sorted(s.counts.total for s in got.samples) == [1, 2]
-    assert ts.collect_unbatched(tmp_path).samples == ()
+    assert list(got) == [task.run]                              # counted under the task's own run
+    assert sorted(s.counts.total for s in got[task.run].samples) == [1, 2]
+    assert ts.collect_unbatched(tmp_path) == {}
 
 
 def test_hostile_and_corrupt_files_are_skipped_and_counted(tmp_path):
@@ -97,7 +98,7 @@ def test_hostile_and_corrupt_files_are_skipped_and_counted(tmp_path):
 def test_a_missing_or_unreadable_spool_gives_nothing(tmp_path):
     assert ts.collect_batch(tmp_path / "nowhere", "q1", 0) == []
     assert ts.sweep(tmp_path / "nowhere", 0) == 0
-    assert ts.collect_unbatched(tmp_path / "nowhere").samples == ()
+    assert ts.collect_unbatched(tmp_path / "nowhere") == {}
     blocked = tmp_path / "file"
     blocked.write_text("x")                      # the spool path is a file: writes skip, counted
     assert ts.write_task_samples(blocked, _task(), [_sample("s", [1])]) is None

@@ -87,7 +87,7 @@ def test_an_all_null_column_records_nothing_and_the_job_goes_on(spark, tmp_path)
     df = spark.range(0, 50, numPartitions=2).withColumn("ts", F.lit(None).cast("timestamp"))
     out = record_latency(df, "ts", "nulls_step", spool_dir=tmp_path).collect()
     assert sorted(r.id for r in out) == list(range(50))
-    got = task_spool.collect_unbatched(tmp_path)             # no streaming batch: shipped on sight
+    (got,) = task_spool.collect_unbatched(tmp_path).values()    # no streaming batch: shipped on sight
     assert got.samples == () and got.uncounted["nulls_step"].nulls == 50
 
 
@@ -96,7 +96,7 @@ def test_long_epoch_columns_and_future_timestamps(spark, tmp_path):
     df = spark.range(0, 100, numPartitions=2).withColumn(
         "sent_ms", F.when(F.col("id") < 90, F.lit(now_ms - 5000)).otherwise(F.lit(now_ms + 3_600_000)))
     assert record_latency(df, "sent_ms", "epoch_step", spool_dir=tmp_path, unit="ms").count() == 100
-    got = task_spool.collect_unbatched(tmp_path)
+    (got,) = task_spool.collect_unbatched(tmp_path).values()
     assert _totals(got.samples) == {"epoch_step": 90}
     assert got.uncounted["epoch_step"].negative == 10               # an hour ahead: clock skew, not recorded
     p50 = got.samples[0].counts.percentiles([50])[50]

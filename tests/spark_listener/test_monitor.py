@@ -86,3 +86,20 @@ def test_rows_a_step_could_not_time_are_counted_not_lost(spark, tmp_path):
     seen = {p.fields["batch_id"]: p.fields["input_rows"] for p in w.measurement("spark_progress")}
     assert sum(p.fields["nulls"] for p in uncounted) == sum(seen.values()) > 0     # every row, none timed
     assert not w.measurement("latency")
+
+
+def test_a_batch_jobs_step_samples_ship_under_its_own_run(spark, tmp_path):
+    """Tasks outside any streaming query (a batch DataFrame through record_latency) are shipped too, once."""
+    from pyspark.sql import functions as F
+
+    from spark_listener import record_latency
+    w = MemoryWriter()
+    spool = tmp_path / "spool"
+    with monitor(spark, run="batch-run", writer=w, spool_dir=spool):
+        df = spark.range(0, 120, numPartitions=3).withColumn("ts", F.current_timestamp())
+        assert record_latency(df, "ts", "batch_step", spool_dir=spool).count() == 120
+    points = [p for p in w.measurement("latency") if p.tags["step"] == "batch_step"]
+    assert {p.tags["pipeline"] for p in points} == {"batch"}
+    assert {p.tags["run"] for p in points} == {spark.sparkContext.applicationId}   # the tasks' own run
+    assert sum(p.fields["count"] for p in points) == 120                      # every row, once
+    assert not any((spool / "_unbatched").iterdir())
