@@ -25,8 +25,9 @@ from alerts.history import AlertHistory
 from alerts.namespace import load_namespace
 from alerts.rules import CONDITION_HELP, Rule, format_duration, redact_url
 from alerts.scope_names import check_rules
-from alerts.store import RuleStore, default_rules_path, read_rules_file
-from alerts.webhook_target import WebhookPolicy, check_webhook_target
+from alerts.settings import AlertSettings
+from alerts.store import RuleStore, read_rules_file
+from alerts.webhook_target import check_webhook_target
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +82,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run one `alerts` subcommand."""
-    return args.alerts_func(args, RuleStore(default_rules_path(args.state_dir)))
+    """Run one `alerts` subcommand, with the settings read here once and carried in `args`."""
+    args.alerts = AlertSettings.from_env(state_dir=args.state_dir)
+    args.influx = InfluxConfig.from_env()
+    return args.alerts_func(args, RuleStore(args.alerts.rules_path))
 
 
 def _list(args, store: RuleStore) -> int:
@@ -90,7 +93,7 @@ def _list(args, store: RuleStore) -> int:
     if not rules:
         print(f"no rules in {store.path} (add one: marketspread alerts add NAME 'p99 > 5ms')")
         return 0
-    states, note = _current_states(store)
+    states, note = _current_states(store, args.influx)
     status = read_status(store.path)
     errors = (status or {}).get("errors", {})
     for r in rules:
@@ -112,9 +115,9 @@ def _list(args, store: RuleStore) -> int:
     return 0
 
 
-def _current_states(store: RuleStore) -> tuple[dict[str, str], str | None]:
+def _current_states(store: RuleStore, influx: InfluxConfig) -> tuple[dict[str, str], str | None]:
     """Return the rules' states as this folder's evaluator recorded them (its namespace only)."""
-    client = InfluxClient(InfluxConfig.from_env())
+    client = InfluxClient(influx)
     try:
         return {k: e.state for k, e in AlertHistory(client, load_namespace(store.path)).current().items()}, None
     except InfluxError as e:
@@ -127,7 +130,7 @@ def _add(args, store: RuleStore) -> int:
          "operator": args.operator, "app": args.app, "executor": args.executor, "window": args.window, "for": args.for_,
          "webhook": args.webhook, "muted": args.muted}
     rule = Rule.from_dict({k: v for k, v in d.items() if v is not None})
-    notes = _check_webhooks([rule]) + _check_scope_names([rule])
+    notes = _check_webhooks([rule], args.alerts) + _check_scope_names([rule], args.influx)
     new = store.put(rule, replace=args.replace)
     print(f"{'added' if new else 'replaced'} {rule.name}: {rule.summary()}")
     for note in notes:
@@ -135,9 +138,9 @@ def _add(args, store: RuleStore) -> int:
     return 0
 
 
-def _check_webhooks(rules: list[Rule]) -> list[str]:
+def _check_webhooks(rules: list[Rule], settings: AlertSettings) -> list[str]:
     """Refuse a rule whose webhook reaches an internal address (MS_WEBHOOK_ALLOW); return notes."""
-    policy = WebhookPolicy.from_env()
+    policy = settings.webhook_policy()
     notes = []
     for rule in rules:
         if rule.webhook:
@@ -150,9 +153,9 @@ def _check_webhooks(rules: list[Rule]) -> list[str]:
     return notes
 
 
-def _check_scope_names(rules: list[Rule]) -> list[str]:
+def _check_scope_names(rules: list[Rule], influx: InfluxConfig) -> list[str]:
     """Refuse a step, pipeline or worker no run reports (InfluxDB from MS_INFLUX_*); return notes."""
-    client = InfluxClient(InfluxConfig.from_env())
+    client = InfluxClient(influx)
     try:
         return check_rules(client, rules)
     finally:
@@ -167,7 +170,7 @@ def _rm(args, store: RuleStore) -> int:
 
 def _load(args, store: RuleStore) -> int:
     rules = read_rules_file(args.file)
-    notes = _check_webhooks(rules) + _check_scope_names(rules)
+    notes = _check_webhooks(rules, args.alerts) + _check_scope_names(rules, args.influx)
     added, replaced = store.put_all(rules)
     print(f"{args.file}: {added} added, {replaced} replaced ({len(store.rules())} rules in {store.path})")
     for note in notes:
@@ -184,15 +187,15 @@ def _mute(args, store: RuleStore) -> int:
 def _serve(args, store: RuleStore) -> int:
     if args.interval is not None and not args.interval > 0:
         raise ValueError("--interval must be more than 0 seconds")
-    policy = WebhookPolicy.from_env()                     # a bad MS_WEBHOOK_ALLOW: one line, exit 2
-    cfg = InfluxConfig.from_env()
+    policy = args.alerts.webhook_policy()                 # a bad MS_WEBHOOK_ALLOW: one line, exit 2
+    cfg = args.influx
     spool = store.path.parent.parent / "metrics-spool" / "alerts"
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     with InfluxWriter(InfluxClient(cfg), spool).start() as writer:
-        ev = start_evaluator(None, writer, interval_s=args.interval, rules_path=store.path,
-                             webhook_policy=policy)
+        ev = start_evaluator(None, writer, client=InfluxClient(cfg), interval_s=args.interval,
+                             rules_path=store.path, webhook_policy=policy, settings=args.alerts)
         if ev is None:
             raise RuntimeError(f"another evaluator already evaluates {store.path}")
         log.info("alerts: %d rules, InfluxDB %s, every %s", len(store.rules()), cfg.url,

@@ -27,11 +27,9 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Mapping
 
 from collector.background import lower_thread_priority
 from collector.influx import InfluxClient, InfluxConfig, InfluxError
-from collector.settings import environment
 
 from alerts.evaluate import NOTIFIED, OK, RESOLVED_HOLD_S, STATES, AlertState, Transition, advance
 from alerts.history import AlertEvent, AlertHistory, event_point, notification_point
@@ -39,12 +37,12 @@ from alerts.namespace import AlertNamespace, load_namespace
 from alerts.notify import Notification, WebhookNotifier, build_payload
 from alerts.query import MetricReader
 from alerts.rules import Rule
-from alerts.store import RuleStore, default_rules_path
+from alerts.settings import DEFAULT_INTERVAL_S, AlertSettings
+from alerts.store import RuleStore
 from alerts.webhook_target import WebhookPolicy
 
 log = logging.getLogger(__name__)
 
-DEFAULT_INTERVAL_S = 5.0
 STATUS_FILE = "evaluator.json"
 
 
@@ -199,49 +197,28 @@ def _take_lock(path: Path) -> int | None:
     return fd
 
 
-def _interval_from_env(environ: Mapping[str, str] | None = None) -> float:
-    raw = environment(environ).get("MS_ALERTS_INTERVAL_S")
-    if not raw:
-        return DEFAULT_INTERVAL_S
-    try:
-        value = float(raw)
-        if 0 < value < 86400:
-            return value
-    except ValueError:
-        pass
-    # the job must not die for this: say so and use the default
-    log.error("alerts: MS_ALERTS_INTERVAL_S=%r is not a number of seconds in (0, 86400); using %.0f s",
-              raw, DEFAULT_INTERVAL_S)
-    return DEFAULT_INTERVAL_S
-
-
-def _policy_from_env() -> WebhookPolicy:
-    try:
-        return WebhookPolicy.from_env()
-    except ValueError as e:
-        # the job must not die for this; allowing nothing is the safe reading of a bad list
-        log.error("alerts: %s; no internal webhook target is allowed", e)
-        return WebhookPolicy()
-
-
 def start_evaluator(state_dir: Path | None, sink, *, client: InfluxClient | None = None,
                     interval_s: float | None = None, rules_path: Path | None = None,
-                    webhook_policy: WebhookPolicy | None = None) -> AlertEvaluator | None:
+                    webhook_policy: WebhookPolicy | None = None,
+                    settings: AlertSettings | None = None) -> AlertEvaluator | None:
     """Start the evaluator of the state folder's rules, or return None if one runs already.
 
-    `interval_s` defaults to `$MS_ALERTS_INTERVAL_S` or 5 s; InfluxDB comes from `MS_INFLUX_*`,
-    the webhook allow-list from `MS_WEBHOOK_ALLOW`.
+    Rules file, interval and webhook allow-list come from `settings` (the caller's entry
+    point built it) unless given one by one; a library caller giving neither gets them
+    from the environment (`AlertSettings.from_env`), as it gets InfluxDB without `client`.
     """
-    path = Path(rules_path) if rules_path is not None else default_rules_path(state_dir)
+    if settings is None:
+        settings = AlertSettings.from_env(state_dir=state_dir)
+    path = Path(rules_path) if rules_path is not None else settings.rules_path
     fd = _take_lock(path.with_name("evaluator.lock"))
     if fd is None:
         log.warning("alerts: another evaluator holds %s; this process does not evaluate",
                     path.with_name("evaluator.lock"))
         return None
     if interval_s is None:
-        interval_s = _interval_from_env()
+        interval_s = settings.interval_s
     if webhook_policy is None:
-        webhook_policy = _policy_from_env()
+        webhook_policy = settings.lenient_webhook_policy()
     try:
         ev = AlertEvaluator(RuleStore(path), client or InfluxClient(InfluxConfig.from_env()), sink,
                             interval_s=interval_s, webhook_policy=webhook_policy)

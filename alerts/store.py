@@ -12,9 +12,8 @@ import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator
 
-from collector.settings import default_state_dir, environment
 from alerts.namespace import load_namespace
 from alerts.rules import Rule
 
@@ -22,16 +21,6 @@ FILE_VERSION = 1
 MAX_RULES = 1000                       # rules.json stays small, a cycle's queries bounded
 MAX_RULES_FILE_BYTES = 1 << 20         # `alerts load`: 1 MiB
 MAX_YAML_DEPTH = 20                    # a rules file nests 3 levels; this refuses a deep-nesting bomb
-
-
-def default_rules_path(state_dir: Path | None = None, environ: Mapping[str, str] | None = None) -> Path:
-    """Return the rules file: `$MS_ALERTS_FILE`, else `<state>/alerts/rules.json` (None: this process's environment)."""
-    environ = environment(environ)
-    if environ.get("MS_ALERTS_FILE"):
-        return Path(environ["MS_ALERTS_FILE"])
-    if state_dir is None:
-        state_dir = default_state_dir(environ)
-    return Path(state_dir) / "alerts" / "rules.json"
 
 
 def parse_rules(doc: Any, source: str) -> list[Rule]:
@@ -129,7 +118,7 @@ def read_rules_file(path: Path, max_bytes: int = MAX_RULES_FILE_BYTES) -> list[R
 class RuleStore:
     """The rules file: list, add or replace, remove, mute; each call reads the file afresh.
 
-    >>> store = RuleStore(default_rules_path())
+    >>> store = RuleStore(AlertSettings.from_env().rules_path)     # alerts.settings
     >>> store.put(Rule.from_dict({"name": "e2e", "condition": "p99 > 5ms"}))
     >>> [r.name for r in store.rules()]
     ['e2e']

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from collector.settings import environment
+from collector.settings import prefixed_env
 
 ENV_ALLOW = "MS_WEBHOOK_ALLOW"
 MAX_ADDRESSES = 8                      # connect attempts per send (each bounded by the timeout)
@@ -108,7 +108,7 @@ class WebhookPolicy:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "WebhookPolicy":
         """Build from `MS_WEBHOOK_ALLOW`, None: this process's (raise ValueError on a bad entry)."""
-        return cls.parse(environment(environ).get(ENV_ALLOW))
+        return cls.parse(prefixed_env(ENV_ALLOW, environ).get(ENV_ALLOW))
 
     def refusal(self, host: str, address: str) -> str | None:
         """Return why a connection to `address` (resolved from `host`) is refused, None if allowed."""

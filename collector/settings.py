@@ -1,10 +1,13 @@
 """The one settings layer: `MS_*` environment variables into typed config records.
 
-Every part's settings are a frozen dataclass (engine `Config`, `InfluxConfig`, the UI's
-`AuthConfig`, ...). Entry points build them once, from defaults, then the environment
-through `env_values`, then command-line flags, and pass the records down. A library
-function given no record builds one through this module, the only reader of `os.environ`;
-nothing writes it to pass settings on (child processes get an `env=` mapping).
+Every part's settings are a frozen dataclass (engine `Config`, `InfluxConfig`, the alerts'
+`AlertSettings`, the UI's `UiConfig`, ...). Entry points build them once, from defaults,
+then the environment through `env_values`, then command-line flags, and pass the records
+down (the dashboard keeps its own on the Flask app, as Flask keeps `app.config`). This
+module is the only reader of `os.environ`, and its functions given no mapping read it:
+only entry points and the records' `from_env` builders call them so
+(`tests/test_environment_reads.py`). Nothing writes the environment to pass settings on:
+child processes get an `env=` mapping (`child_environment`).
 """
 from __future__ import annotations
 
@@ -21,10 +24,34 @@ _FALSE = ("0", "false", "no", "off")
 def environment(environ: Mapping[str, str] | None = None) -> Mapping[str, str]:
     """Return `environ`, or this process's environment when None: the project's one read of it.
 
-    Builders (`from_env`) take an optional mapping so tests can hand them their own; entry
-    points pass None.
+    Only this module calls it; other modules read through `env_values`, `prefixed_env` and
+    `default_state_dir`, whose optional mapping lets tests hand builders their own.
     """
     return os.environ if environ is None else environ
+
+
+def prefixed_env(prefix: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Return the variables of `environ` (None: this process's environment) named `prefix...`, as set.
+
+    For builders that read their variables themselves (Flask's `from_prefixed_env`): an
+    empty value stays empty, so each builder keeps its own reading of one.
+    """
+    return {k: v for k, v in environment(environ).items() if k.startswith(prefix)}
+
+
+def env_is_set(name: str, environ: Mapping[str, str] | None = None) -> bool:
+    """Return whether variable `name` is set to a non-empty value (None: this process's environment)."""
+    return bool(environment(environ).get(name))
+
+
+def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Return the environment of a child process: this process's, plus `extra`."""
+    return {**os.environ, **(extra or {})}
+
+
+def spark_local_ip(environ: Mapping[str, str] | None = None) -> str | None:
+    """Return `SPARK_LOCAL_IP`, Spark's own variable: the driver address the user chose, if any."""
+    return environment(environ).get("SPARK_LOCAL_IP") or None
 
 
 def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:

@@ -7,7 +7,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from collector.settings import environment
+from collector.settings import env_is_set
 from engine.config import Config
 from engine.spark.checkpoint import settle_shards
 from marketspread.version import version
@@ -70,11 +70,17 @@ def ingress_config(args) -> Config:
 
 def _cmd_ingress(args) -> int:
     from marketspread.ingress import run_ingress  # lazy: each command imports only its own modules
-    return run_ingress(ingress_config(args)) or 0
+    return run_ingress(ingress_config(args), influx=_influx()) or 0
 
 
 def _shards_given(args) -> bool:
-    return getattr(args, "shards", None) is not None or bool(environment().get("MS_SHARDS"))
+    return getattr(args, "shards", None) is not None or env_is_set("MS_SHARDS")
+
+
+def _influx():
+    """Return where metrics go: `MS_INFLUX_*`, read once for the command."""
+    from collector.influx import InfluxConfig  # lazy: each command imports only its own modules
+    return InfluxConfig.from_env()
 
 
 def _job_config(args) -> Config:
@@ -84,13 +90,17 @@ def _job_config(args) -> Config:
 
 def _cmd_job(args) -> int:
     from marketspread.runner import run_job  # lazy: pyspark
-    return run_job(_job_config(args), duration=args.duration, forward=args.forward)
+    from alerts.settings import AlertSettings  # lazy: as above
+    cfg = _job_config(args)
+    return run_job(cfg, duration=args.duration, forward=args.forward, influx=_influx(),
+                   alerts=AlertSettings.from_env(state_dir=cfg.state_dir))
 
 
 def _cmd_replay(args) -> int:
     from marketspread.replay import replay  # lazy: a command's own module
+    ship = env_is_set("MS_INFLUX_URL")
     rep = replay(args.nbbo, args.orders, args.out, config_from(args), run_id=args.run_id, keep=args.keep,
-                 ship_metrics=bool(environment().get("MS_INFLUX_URL")))
+                 ship_metrics=ship, influx=_influx() if ship else None)
     print(f"replay {rep.run_id}: {rep.accepted} messages, {rep.bad} bad, {rep.results} results "
           f"in {rep.seconds:.1f} s -> {rep.out}")
     print(rep.timing.summary())
@@ -113,12 +123,12 @@ def _cmd_results(args) -> int:
 def _cmd_demo(args) -> int:
     from marketspread.demo import run_demo  # lazy: a command's own module
     return run_demo(_job_config(args), rate=args.rate, duration=args.duration, symbols=args.symbols,
-                    ui_port=args.ui_port)
+                    ui_port=args.ui_port, influx=_influx(), own_server=not env_is_set("MS_INFLUX_URL"))
 
 
 def _cmd_bench(args) -> int:
     from perf.perftest import run_cli  # lazy: a command's own package
-    return run_cli(args, config_from(args))
+    return run_cli(args, config_from(args), _influx(), own_server=not env_is_set("MS_INFLUX_URL"))
 
 
 _TOOLS = (("influxdb", "run the project's own InfluxDB server (start|stop|status|init)"),

@@ -21,7 +21,8 @@ from typing import Mapping
 
 from collector.influx.server import InfluxServer
 
-from collector.settings import environment
+from collector.influx import InfluxConfig
+from collector.settings import child_environment
 from engine.config import Config
 from engine.formats.log import read_consumed, read_head
 from engine.ingress.stats import read_stats
@@ -105,8 +106,12 @@ def demo_retention(cfg: Config) -> tuple[str, str]:
 
 
 def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, symbols: int = 350,
-             ui_port: int = 8050) -> int:
-    """Run the demo until Ctrl-C (or `duration` seconds); print a status line every 2 s."""
+             ui_port: int = 8050, *, influx: InfluxConfig, own_server: bool) -> int:
+    """Run the demo until Ctrl-C (or `duration` seconds); print a status line every 2 s.
+
+    Metrics go to `influx` (`MS_INFLUX_*`), or, with `own_server`, to the project's server
+    of the state folder, which the demo starts.
+    """
     data = cfg.state_dir / "demo-data"
     logs = cfg.state_dir / "logs"
     data.mkdir(parents=True, exist_ok=True)
@@ -115,14 +120,14 @@ def run_demo(cfg: Config, rate: int = 50_000, duration: float | None = None, sym
     if not (nbbo.exists() and orders.exists()):
         print(f"generating demo data in {data} ...", flush=True)
         generate(nbbo, orders, symbols=symbols, nbbo=1_000_000, orders=1_000_000, wide_share=0.1, seed=1)
-    influx = None
     # the children's environment: this process's, plus the demo's state folder (and InfluxDB)
-    env = dict(environment(), PYSPARK_PYTHON=sys.executable, MS_STATE_DIR=str(cfg.state_dir))
-    if not env.get("MS_INFLUX_URL"):
+    env = child_environment({"PYSPARK_PYTHON": sys.executable, "MS_STATE_DIR": str(cfg.state_dir)})
+    db, influx = influx.db, None        # from here on: the project's server, when the demo starts it
+    if own_server:
         influx = InfluxServer(cfg.state_dir)
         status = influx.start()
         # URL and admin credentials for every child; a user's MS_INFLUX_DB stays
-        env.update(influx.config(db=env.get("MS_INFLUX_DB") or influx.db).as_env())
+        env.update(influx.config(db=db).as_env())
         print(f"InfluxDB (metrics): {status.url}  database marketspread", flush=True)
     common = ["--host", cfg.host, "--nbbo-port", str(cfg.nbbo_port), "--orders-port", str(cfg.orders_port)]
     procs: list[subprocess.Popen] = []

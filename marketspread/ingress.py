@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 
+from collector.influx import InfluxConfig
 from engine.config import Config
 from engine.ingress.server import IngressServer
 from engine.output.metrics_shipper import run_id_for
@@ -25,21 +26,26 @@ from marketspread.metrics_wiring import IngressMetrics, open_writer
 SWITCH_INTERVAL_S = 0.0002
 
 
-def run_ingress(cfg: Config, progress_every: float = 5.0) -> int:
-    """Serve the ingress until SIGTERM/SIGINT, printing a progress line every few seconds."""
+def run_ingress(cfg: Config, progress_every: float = 5.0, influx: InfluxConfig | None = None) -> int:
+    """Serve the ingress until SIGTERM/SIGINT, printing a progress line every few seconds.
+
+    Metrics go to `influx`, which the CLI built; a library caller giving none (a test) gets `MS_INFLUX_*`'s.
+    """
+    if influx is None and cfg.metrics:
+        influx = InfluxConfig.from_env()
     switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
-        return _serve(cfg, progress_every)
+        return _serve(cfg, progress_every, influx)
     finally:
         sys.setswitchinterval(switch_interval)
 
 
-def _serve(cfg: Config, progress_every: float) -> int:
+def _serve(cfg: Config, progress_every: float, influx: InfluxConfig | None) -> int:
     server = IngressServer(cfg)
     metrics = writer = None
     if cfg.metrics:
-        writer = open_writer(cfg.state_dir, "ingress")
+        writer = open_writer(cfg.state_dir, "ingress", influx)
         metrics = IngressMetrics(run_id_for(cfg.state_dir), writer, server.stats).start()
         server.on_commit = metrics.on_commit
     server.start()

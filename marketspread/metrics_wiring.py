@@ -25,15 +25,15 @@ from engine.ingress.stats import read_stats
 log = logging.getLogger(__name__)
 
 
-def open_writer(state_dir: Path, name: str, background: bool = False) -> InfluxWriter:
-    """Start a never-blocking writer to `MS_INFLUX_URL`, spooling under the state folder,
-    sending every `MS_INFLUX_FLUSH_S` seconds (1).
+def open_writer(state_dir: Path, name: str, influx: InfluxConfig, background: bool = False) -> InfluxWriter:
+    """Start a never-blocking writer to `influx` (`MS_INFLUX_URL`), spooling under the state folder,
+    sending every `influx.flush_s` seconds (`MS_INFLUX_FLUSH_S`, 1).
 
     `background`: its thread runs at a lower CPU priority. Only where the process's own
     latency-critical work is elsewhere (the job's driver: the JVM runs the batches); in
     the ingress a lowered thread holding the GIL would hold up the receive loop.
     """
-    cfg = InfluxConfig.from_env()
+    cfg = influx
     writer = InfluxWriter(InfluxClient(cfg), Path(state_dir) / "metrics-spool" / name,
                           background=background, interval=cfg.flush_s).start()
     log.info("metrics -> %s database %s (spool %s)", cfg.url, cfg.db, writer.spool_dir)

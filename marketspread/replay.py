@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from collector.influx import InfluxConfig
 from collector.names import check_name
-from collector.settings import environment
+from collector.settings import env_is_set
 
 from engine.config import Config
 from engine.formats.log import read_consumed
@@ -113,12 +114,17 @@ def write_results(out_dir: Path, out: Path) -> int:
 
 def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
            run_id: str | None = None, keep: bool = False, timeout: float = 3600.0,
-           spark=None, ship_metrics: bool | None = None) -> ReplayReport:
+           spark=None, ship_metrics: bool | None = None, influx: InfluxConfig | None = None) -> ReplayReport:
     """Replay the files through ingress and the job; write the results to `out`.
 
-    Latency metrics tagged `run=<run_id>` go to InfluxDB when `ship_metrics` is true
-    (the CLI decides; None, for in-process callers: when this process has `MS_INFLUX_URL`).
+    Latency metrics tagged `run=<run_id>` go to InfluxDB (`influx`, which the CLI built)
+    when `ship_metrics` is true (the CLI decides: when `MS_INFLUX_URL` is set). A library
+    caller giving neither (a test) gets both from this process's `MS_INFLUX_*`.
     """
+    if ship_metrics is None:
+        ship_metrics = env_is_set("MS_INFLUX_URL")
+    if ship_metrics and influx is None:
+        influx = InfluxConfig.from_env()
     from engine.spark.job import start_query, stop_query  # lazy: pyspark, pandas; `marketspread results` needs neither
     from marketspread.progress import ConsumedOffsetListener  # lazy: pyspark, as above
     from engine.spark.warmup import warm_workers  # lazy: pyspark, pandas, as above
@@ -138,8 +144,8 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
     t0, start_wall = time.monotonic(), time.time()
     server = IngressServer(rcfg)
     shipper = metrics = writer = None
-    if ship_metrics if ship_metrics is not None else bool(environment().get("MS_INFLUX_URL")):
-        writer = open_writer(cfg.state_dir, f"replay-{run_id}")
+    if ship_metrics:
+        writer = open_writer(cfg.state_dir, f"replay-{run_id}", influx)
         metrics = IngressMetrics(run_id, writer, server.stats).start()
         server.on_commit = metrics.on_commit
         shipper = MetricsShipper(rcfg.out_dir, run_id, writer, tasks=rcfg.shards).start()

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 from alerts.evaluator import start_evaluator
+from alerts.settings import AlertSettings
+from collector.influx import InfluxClient, InfluxConfig
 
 from engine.config import Config
 from engine.formats.log import read_consumed, read_head
@@ -62,15 +64,19 @@ def remove_unfinished_checkpoint_writes(checkpoint_dir: str | os.PathLike) -> li
     return removed
 
 
-def run_job(cfg: Config, duration: float | None = None, forward: str | None = None) -> int:
+def run_job(cfg: Config, duration: float | None = None, forward: str | None = None, *,
+            influx: InfluxConfig, alerts: AlertSettings) -> int:
     """Serve the Market Spread query until SIGTERM/SIGINT or `duration`; return exit code.
+
+    With metrics on, they go to `influx` and the alert rules of `alerts` are evaluated
+    (both built by the CLI from the environment, once).
 
     Raises DiskFull (one line for the user) when a write of results or checkpoint found
     no space, at start or in any batch: Spark commits a batch only after all its files are
     written, so the restarted job redoes that batch and its results are exact.
     """
     try:
-        return _run_job(cfg, duration, forward)
+        return _run_job(cfg, duration, forward, influx, alerts)
     except DiskFull:
         raise
     except Exception as e:
@@ -79,7 +85,8 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
         raise
 
 
-def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
+def _run_job(cfg: Config, duration: float | None, forward: str | None, influx: InfluxConfig,
+             alerts_settings: AlertSettings) -> int:
     refuse_linked_folders([cfg.log_dir, cfg.out_dir, cfg.out_dir / BATCHES, cfg.checkpoint_dir, cfg.shard_state_dir])
     if (lost := lost_checkpoint(cfg)) is not None:
         raise ValueError(lost)
@@ -96,10 +103,10 @@ def _run_job(cfg: Config, duration: float | None, forward: str | None) -> int:
     shipper = writer = listener = alerts = None
     if cfg.metrics:
         run = run_id_for(cfg.state_dir)
-        writer = open_writer(cfg.state_dir, "job", background=True)
+        writer = open_writer(cfg.state_dir, "job", influx, background=True)
         shipper = MetricsShipper(cfg.out_dir, run, writer, tasks=cfg.shards).start()
         listener = attach_listener(spark, run, writer, cfg.log_dir, cfg.shard_state_dir)
-        alerts = start_evaluator(cfg.state_dir, writer)
+        alerts = start_evaluator(cfg.state_dir, writer, client=InfluxClient(influx), settings=alerts_settings)
     bytes_read = spark.sparkContext.accumulator(0) if cfg.count_bytes_read else None
     first_consumed = read_consumed(cfg.log_dir)
     query = start_query(spark, cfg, listener, consumed=ConsumedOffsetListener(str(cfg.log_dir), None),

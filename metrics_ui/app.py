@@ -5,8 +5,10 @@
 
 CLI: `marketspread ui [--host 127.0.0.1] [--port 8050]` (`add_arguments`, `run`) serves it
 with waitress (`serve`); InfluxDB comes from `MS_INFLUX_URL` / `MS_INFLUX_DB` (and
-credentials) via `InfluxConfig.from_env`. Nothing is queried at import or construction
-time: only callbacks talk to InfluxDB. Security: docs/SECURITY.md.
+credentials) via `InfluxConfig.from_env`. The settings are read once, into `UiConfig`,
+which the Flask app keeps as `app.config["MS_UI"]` for the pages' callbacks (as Flask
+keeps `app.config`). Nothing is queried at import or construction time: only callbacks
+talk to InfluxDB. Security: docs/SECURITY.md.
 """
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ from dash import _callback
 from flask import Flask, request
 
 from alerts.history import AlertHistory
-from alerts.store import RuleStore, default_rules_path
+from alerts.settings import AlertSettings
+from alerts.store import RuleStore
 
 from collector.influx import InfluxClient, InfluxConfig
 from collector.settings import env_values
@@ -59,19 +62,23 @@ class UiSettings:
 
 @dataclass(frozen=True)
 class UiConfig:
-    """The dashboard's settings: where InfluxDB is, how often live pages refresh, who may look."""
+    """The dashboard's settings: where InfluxDB is, how often live pages refresh, who may look.
+
+    Fields not given are read from the environment when the record is made, never later.
+    """
     influx: InfluxConfig = field(default_factory=InfluxConfig.from_env)
     refresh_ms: int = components.REFRESH_MS
     title: str = "Market Spread metrics"
-    alerts_file: Path | None = None       # default: <state>/alerts/rules.json (alerts.store)
+    alerts_file: Path | None = None       # default: alerts.rules_path (<state>/alerts/rules.json)
     auth: AuthConfig = field(default_factory=AuthConfig.from_env)     # MS_UI_TOKEN / MS_UI_USER+PASSWORD
     bind_host: str | None = None          # the address served on: a Host name it answers to
+    alerts: AlertSettings = field(default_factory=AlertSettings.from_env)   # rules file, MS_WEBHOOK_ALLOW
 
     @classmethod
-    def from_env(cls, **overrides) -> "UiConfig":
-        """Build from `MS_INFLUX_*` and `MS_UI_*` variables, then non-None overrides."""
-        values = {"influx": InfluxConfig.from_env(), "auth": AuthConfig.from_env(),
-                  "refresh_ms": UiSettings.from_env().refresh_ms}
+    def from_env(cls, environ=None, **overrides) -> "UiConfig":
+        """Build from `MS_INFLUX_*`, `MS_UI_*` and the alerts' variables (None: this process's), then non-None overrides."""
+        values = {"influx": InfluxConfig.from_env(environ), "auth": AuthConfig.from_env(environ),
+                  "refresh_ms": UiSettings.from_env(environ).refresh_ms, "alerts": AlertSettings.from_env(environ)}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -92,7 +99,7 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
     server.extensions[EXPORT_EXTENSION] = metrics
     server.register_blueprint(export_blueprint)
     server.extensions[alerts_banner.EXTENSION] = alerts_banner.AlertsSource(
-        RuleStore(config.alerts_file or default_rules_path()), AlertHistory(metrics.client))
+        RuleStore(config.alerts_file or config.alerts.rules_path), AlertHistory(metrics.client))
 
     # Page modules register their callbacks with dash.callback each time an app loads them;
     # drop what an earlier app in this process loaded but never claimed (tests build many).

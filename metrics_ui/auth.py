@@ -41,7 +41,7 @@ from flask import Flask, Response, redirect, request, session
 from flask.sessions import SecureCookieSessionInterface
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from collector.settings import environment
+from collector.settings import prefixed_env
 from metrics_ui.throttle import LoginThrottle
 
 TOKEN_PARAM = "token"
@@ -75,7 +75,7 @@ class AuthConfig:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "AuthConfig":
         """Read `MS_UI_TOKEN`, `_USER`, `_PASSWORD`, `_SECRET_KEY`, `_ALLOWED_ORIGINS`, `_ALLOWED_HOSTS`,
         `_SECURE_COOKIE`, `_PROXY_HOPS` (None: this process's environment)."""
-        environ = environment(environ)
+        environ = prefixed_env("MS_UI_", environ)
         def listed(name: str) -> tuple[str, ...]:
             return tuple(o.strip().rstrip("/") for o in environ.get(name, "").split(",") if o.strip())
         hops = environ.get("MS_UI_PROXY_HOPS", "0").strip() or "0"

@@ -16,7 +16,7 @@ from typing import Callable, Mapping
 
 from waitress import create_server
 
-from collector.settings import environment
+from collector.settings import prefixed_env
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class ServeConfig:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "ServeConfig":
         """Read `MS_UI_THREADS`, `MS_UI_CONNECTION_LIMIT`, `MS_UI_TIMEOUT_S` (defaults otherwise; None: this process's)."""
-        environ = environment(environ)
+        environ = prefixed_env("MS_UI_", environ)
         values: dict[str, float] = {}
         for name, key, kind in (("MS_UI_THREADS", "threads", int), ("MS_UI_CONNECTION_LIMIT", "connection_limit", int),
                                 ("MS_UI_TIMEOUT_S", "timeout_s", float)):

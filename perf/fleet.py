@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from collector.settings import environment
+from collector.settings import child_environment
 
 STOP_GRACE = 10.0                  # seconds between SIGTERM and SIGKILL of a session
 
@@ -45,7 +45,7 @@ class Fleet:
     def __init__(self, log_dir: Path, cwd: Path, env: Mapping[str, str] | None = None):
         self.log_dir, self.cwd = log_dir, cwd
         self.procs: list[Proc] = []
-        self.env = {**environment(), "PYSPARK_PYTHON": sys.executable, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.env = child_environment({"PYSPARK_PYTHON": sys.executable, "PYTHONUNBUFFERED": "1", **(env or {})})
 
     def spawn(self, name: str, args: list) -> Proc:
         """Start `marketspread ARGS` in a new session, output to logs/<name>.log."""

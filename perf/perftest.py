@@ -19,7 +19,7 @@ import shutil
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -29,7 +29,6 @@ from collector.influx.server import InfluxServer
 from collector.names import check_name
 from collector.query.ranges import TimeRange
 from collector.query.store import MetricsStore
-from collector.settings import environment
 from engine.config import Config
 from engine.formats.log import read_consumed, read_head
 from engine.ingress.stats import read_stats
@@ -93,17 +92,19 @@ class _Influx:
     `config` is for this process, `config.as_env()` for the run's children.
     """
 
-    def __init__(self, state_dir: Path):
+    def __init__(self, state_dir: Path, influx: InfluxConfig, own_server: bool):
         self.server = None
         self.started = False
-        environ = dict(environment())
-        if not environ.get("MS_INFLUX_URL"):
+        if own_server:
             self.server = InfluxServer(state_dir)
             self.started = not self.server.status().running
             self.server.start()
             # URL and admin credentials; a user's MS_INFLUX_DB stays
-            environ.update(self.server.config(db=environ.get("MS_INFLUX_DB") or self.server.db).as_env())
-        self.config = InfluxConfig.from_env(environ)
+            running = self.server.config(db=influx.db)
+            influx = replace(influx, url=running.url, db=running.db,
+                             **{k: getattr(running, k) for k in ("user", "password", "token")
+                                if getattr(running, k) is not None})
+        self.config = influx
         self.client = InfluxClient(self.config)
         if not self.client.ping():
             raise RuntimeError(f"InfluxDB at {self.config.url} does not answer (MS_INFLUX_URL)")
@@ -170,8 +171,13 @@ class _Measured:
     drained: bool
 
 
-def run_bench(spec: BenchSpec, cfg: Config, argv: list[str] | None = None) -> tuple[RunRecord, Path]:
-    """Run one performance test; record it; return the record and the JSON file's path."""
+def run_bench(spec: BenchSpec, cfg: Config, influx: InfluxConfig, own_server: bool,
+              argv: list[str] | None = None) -> tuple[RunRecord, Path]:
+    """Run one performance test; record it; return the record and the JSON file's path.
+
+    Metrics go to `influx` (`MS_INFLUX_*`), or, with `own_server`, to the project's server
+    of the state folder, started if needed.
+    """
 
     spec.validate()
     if not cfg.metrics:
@@ -185,7 +191,7 @@ def run_bench(spec: BenchSpec, cfg: Config, argv: list[str] | None = None) -> tu
     (run_dir / "logs").mkdir(parents=True)
     run_id_for(run_dir, run)               # the ingress and the job tag their metrics with it
     files = ensure_input(state_dir / "bench-data", spec.symbols, spec.messages)
-    influx = _Influx(state_dir)
+    influx = _Influx(state_dir, influx, own_server)
     try:
         m = _drive(spec, cfg, run, run_dir, files, influx.config.as_env())
         events, eps, ingested_eps = window_rates(m.raw, m.window_start_ns)
@@ -340,12 +346,12 @@ def _raise_interrupt(*_):
     raise KeyboardInterrupt
 
 
-def run_cli(args: argparse.Namespace, cfg: Config) -> int:
-    """Run `marketspread bench`: one run, its summary printed."""
+def run_cli(args: argparse.Namespace, cfg: Config, influx: InfluxConfig, own_server: bool) -> int:
+    """Run `marketspread bench`: one run, its summary printed (settings: the CLI read them)."""
     spec = BenchSpec(rate=args.rate, duration=args.duration, label=args.label, warmup=args.warmup,
                      symbols=args.symbols, messages=args.messages, out=args.out, keep=args.keep)
     spec.validate()
     signal.signal(signal.SIGTERM, _raise_interrupt)
-    rec, path = run_bench(spec, cfg, list(sys.orig_argv))
+    rec, path = run_bench(spec, cfg, influx, own_server, list(sys.orig_argv))
     print(summary(rec, path), flush=True)
     return 0

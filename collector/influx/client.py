@@ -85,8 +85,8 @@ class InfluxClient:
     >>> client.query("SELECT count(x) FROM m WHERE k = $k", params={"k": "v"})
     """
 
-    def __init__(self, config: InfluxConfig | None = None):
-        self.config = config or InfluxConfig.from_env()
+    def __init__(self, config: InfluxConfig):
+        self.config = config
         parts = urlsplit(self.config.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"InfluxDB URL {self.config.url!r} is not http(s)://host[:port][/path]")

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 from urllib.parse import unquote, urlsplit
 
 from collector.influx.credentials import credentials_path, load_credentials, recorded_url
-from collector.settings import default_state_dir, env_values, environment
+from collector.settings import default_state_dir, env_values
 
 DEFAULT_PORT = 18086                     # the project's own server; 8086 is left to a system InfluxDB
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
@@ -54,13 +54,12 @@ class InfluxConfig:
         Without a URL it is the project's own server of the state folder (`MS_STATE_DIR`):
         the port it runs on and, unless credentials are given, its admin's from its 0600 file.
         """
-        environ = environment(environ)
         values = env_values(cls, environ, prefix="MS_INFLUX_", names={"spool_max_bytes": "SPOOL_BYTES"})
         values.update({k: v for k, v in overrides.items() if v is not None})
         config = cls(**values)._without_url_credentials()
         return config._with_project_credentials(environ, url_given="url" in values)
 
-    def _with_project_credentials(self, environ: Mapping[str, str], url_given: bool) -> "InfluxConfig":
+    def _with_project_credentials(self, environ: Mapping[str, str] | None, url_given: bool) -> "InfluxConfig":
         # Without a URL, the project's own server of the state folder is meant: the port it
         # runs on, and (it runs with auth) its admin credentials from its 0600 file unless
         # some were given. They go to no other URL than that server's.

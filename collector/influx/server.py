@@ -418,7 +418,7 @@ def run(args: argparse.Namespace) -> int:
     db = check_name(args.db or env.db, "database name")
     srv = InfluxServer(args.state_dir or default_state_dir(), port, db=db)
     if args.action == "init":
-        return _init(srv, db, external=env.url is not None)
+        return _init(srv, db, InfluxConfig.from_env(db=db) if env.url is not None else None)
     if args.action == "start":
         st = srv.start(wait=args.wait)
         print(st.url)
@@ -434,10 +434,11 @@ def run(args: argparse.Namespace) -> int:
     return 3
 
 
-def _init(srv: InfluxServer, db: str, external: bool) -> int:
-    """Create the database and the project's retention policies; one line on success or failure."""
-    if external:
-        cfg = InfluxConfig.from_env(db=db)
+def _init(srv: InfluxServer, db: str, external: InfluxConfig | None) -> int:
+    """Create the database and the project's retention policies on `external` (a server of the
+    user's), else on the project's running server; one line on success or failure."""
+    if external is not None:
+        cfg = external
     elif srv.status().running:
         cfg = srv.config()
     else:

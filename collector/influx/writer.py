@@ -40,7 +40,7 @@ class InfluxWriter:
     `close()` flushes; what cannot be sent stays in the spool and is backfilled by the
     next writer on the same folder.
 
-    >>> w = InfluxWriter(InfluxClient(), state_dir / "metrics-spool").start()
+    >>> w = InfluxWriter(InfluxClient(InfluxConfig.from_env()), state_dir / "metrics-spool").start()
     >>> w.add([Point("step", {"run": "r1"}, {"ms": 12.5}, time.time_ns())])
     >>> w.close()
     """

@@ -9,6 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from collector.settings import spark_local_ip
 from engine.config import Config
 from engine.spark import jvm_archive, jvm_jar, local_fs
 
@@ -77,7 +78,7 @@ def build_session(master: str = "local[*]", app_name: str = "market-spread", sha
     if not ui:
         conf.update(QUIET_STATUS_STORE)
     if master.startswith("local"):
-        if not os.environ.get("SPARK_LOCAL_IP"):
+        if not spark_local_ip():
             # Spark binds the driver to the host's first non-loopback address by default;
             # on one machine nothing outside needs to reach it. (A cluster's executors must:
             # there the driver's address is the user's choice, SPARK_LOCAL_IP or spark.driver.host.)

@@ -24,7 +24,7 @@ from alerts.evaluator import read_status
 from alerts.history import NotificationRecord
 from alerts.rules import CONDITION_HELP, DEFAULT_STEP, Rule, format_duration, redact_url
 from alerts.scope_names import check_rules
-from alerts.webhook_target import WebhookPolicy, check_webhook_target
+from alerts.webhook_target import check_webhook_target
 from collector.influx import InfluxError
 
 from metrics_ui import alerts_banner as ab
@@ -198,7 +198,8 @@ def change_rules(_save, _actions, version, *values):
             before = store.get(given["name"]) if isinstance(given.get("name"), str) else None
             rule = Rule.from_dict({**given, "muted": before.muted if before is not None else False})
             # the same check as `alerts add`: no internal address unless MS_WEBHOOK_ALLOW allows it
-            notes = [check_webhook_target(rule.webhook, WebhookPolicy.from_env())] if rule.webhook else []
+            policy = current_app.config["MS_UI"].alerts.webhook_policy()     # read when the app was made
+            notes = [check_webhook_target(rule.webhook, policy)] if rule.webhook else []
             # and as theirs: a step, pipeline or worker no run reports is refused, the valid ones listed
             notes += check_rules(c.store().client, [rule])
             new = store.put(rule)

@@ -43,7 +43,7 @@ def test_open_writer_sends_at_the_configured_rhythm(tmp_path, monkeypatch):
     from marketspread.metrics_wiring import open_writer
     monkeypatch.setenv("MS_STATE_DIR", str(tmp_path))
     monkeypatch.setenv("MS_INFLUX_FLUSH_S", "2.5")
-    w = open_writer(tmp_path, "t")
+    w = open_writer(tmp_path, "t", InfluxConfig.from_env())      # as an entry point builds it
     try:
         assert w.interval == 2.5
     finally:
