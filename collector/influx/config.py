@@ -19,8 +19,8 @@ DEFAULT_SPOOL_BYTES = 256 << 20
 # A process sends what it gathered once a second (Telegraf's flush_interval, default 10 s).
 # Each send is an HTTP round trip and, in InfluxDB, a WAL write with fsync, on cores the
 # job's batches share: in eight alternated rounds at 50k events/s, metrics on took p99 to
-# 1.18x off sending every 0.2 s, 1.06x every 1.0 s (bench/README.md, session 14; within
-# the runs' noise in other sittings). Points are 2-3 s old when sent
+# 1.18x off sending every 0.2 s, 1.06x every 1.0 s (docs/PERFORMANCE.md, "Design decisions":
+# each process sends once a second). Points are 2-3 s old when sent
 # (1-s intervals with a 2-s grace), so charts lag by at most a second more.
 DEFAULT_FLUSH_S = 1.0
 MAX_FLUSH_S = 600.0
