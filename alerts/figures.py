@@ -13,8 +13,11 @@ A generic condition is `[aggregate(]figure[)] op threshold` or `figure op figure
 
 Each figure says where it is written (docs/METRICS.md) at each level it has: the whole
 query (`spark_progress`), one source (`spark_source`), one stateful operator
-(`spark_state`), one executor (`spark_executor`); thresholds are in base units (ns, rows,
-rows/s, bytes, a share 0..1), fields scaled to them on reading.
+(`spark_state`), one executor (`spark_executor`), the application's executors as its
+driver sees them (`spark_executors`: `executors_lost`, `failed_tasks`, each its increase
+over the window, so `executors_lost > 0` fires while a loss is within the window);
+thresholds are in base units (ns, rows, rows/s, bytes, a share 0..1, a count), fields
+scaled to them on reading.
 """
 from __future__ import annotations
 
@@ -23,11 +26,11 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from collector.bins import format_ns
-from collector.vocabulary import (SPARK_EXECUTOR, SPARK_PROGRESS, SPARK_SOURCE, SPARK_STATE, TAG_APP, TAG_EXECUTOR,
-                                  TAG_OPERATOR, TAG_QUERY, TAG_RUN, TAG_SOURCE)
+from collector.vocabulary import (SPARK_EXECUTOR, SPARK_EXECUTORS, SPARK_PROGRESS, SPARK_SOURCE, SPARK_STATE, TAG_APP,
+                                  TAG_EXECUTOR, TAG_OPERATOR, TAG_QUERY, TAG_RUN, TAG_SOURCE)
 
-DURATION, RATE, ROWS, BYTES, SHARE = "duration", "rate", "rows", "bytes", "share"
-QUERY, SOURCE, OPERATOR, EXECUTOR = "query", "source", "operator", "executor"
+DURATION, RATE, ROWS, BYTES, SHARE, COUNT = "duration", "rate", "rows", "bytes", "share", "count"
+QUERY, SOURCE, OPERATOR, EXECUTOR, APPLICATION = "query", "source", "operator", "executor", "application"
 MOST = 0.5                      # a figure-to-figure rule breaches in more than half of the batches
 AGGREGATES = ("mean", "max", "min", "last", "sum")
 INCREASE = "increase"           # a cumulative counter's growth over the window (InfluxQL spread)
@@ -38,6 +41,7 @@ LEVELS: Mapping[str, tuple[str, tuple[str, ...]]] = {
     SOURCE: (SPARK_SOURCE, (TAG_RUN, TAG_QUERY, TAG_SOURCE)),
     OPERATOR: (SPARK_STATE, (TAG_RUN, TAG_QUERY, TAG_OPERATOR)),
     EXECUTOR: (SPARK_EXECUTOR, (TAG_APP, TAG_EXECUTOR)),
+    APPLICATION: (SPARK_EXECUTORS, (TAG_RUN, TAG_APP)),
 }
 
 _MS = 1e6                       # a field in ms, in ns
@@ -51,7 +55,8 @@ _UNIT_HELP = {DURATION: "a duration unit: ns, us, ms, s, min or h (e.g. 30s)",
               RATE: "rows per second, with k or M (e.g. 10k/s)",
               ROWS: "a count of rows, with k or M (e.g. 1M)",
               BYTES: "bytes: B, kB, MB, GB, KiB, MiB or GiB (e.g. 2GB)",
-              SHARE: "a share: 0..1 or 0..100%"}
+              SHARE: "a share: 0..1 or 0..100%",
+              COUNT: "a count, with k or M (e.g. 0 or 10)"}
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,10 @@ FIGURES: Mapping[str, Figure] = {f.name: f for f in (
     Figure("heap_used", BYTES, {EXECUTOR: ("heap_used_bytes", 1.0)}, about="an executor's JVM heap in use"),
     Figure("gc_time", DURATION, {EXECUTOR: ("gc_time_ms", _MS)}, INCREASE,
            about="an executor's JVM garbage-collection time within the window"),
+    Figure("executors_lost", COUNT, {APPLICATION: ("lost", 1.0)}, INCREASE,
+           about="executors the application lost within the window (a worker gone, an executor killed)"),
+    Figure("failed_tasks", COUNT, {APPLICATION: ("failed_tasks", 1.0)}, INCREASE,
+           about="task attempts that failed within the window (Spark ran them again)"),
 )}
 FIGURE_NAMES = ", ".join(FIGURES)
 
@@ -135,6 +144,8 @@ def parse_threshold(figure: Figure, num: float, unit: str) -> float:
     elif kind == ROWS:
         base = base[: -len("rows")] if base.endswith("rows") else base
         scales = _UNITS[ROWS]
+    elif kind == COUNT:
+        scales = _UNITS[ROWS]
     elif kind == SHARE:
         if unit not in ("", "%"):
             raise ValueError(f"{figure.name} threshold {num:g}{unit} must be {_UNIT_HELP[SHARE]}")
@@ -158,6 +169,8 @@ def format_value(figure: Figure, value: float) -> str:
         return f"{value:,.0f} rows/s"
     if figure.unit == ROWS:
         return f"{value:,.0f} rows"
+    if figure.unit == COUNT:
+        return f"{value:,.0f}"
     if figure.unit == BYTES:
         for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
             if value >= scale:

@@ -27,6 +27,8 @@ SPARK_PROGRESS = "spark_progress"           # one point per micro-batch of a que
 SPARK_SOURCE = "spark_source"               # per source and micro-batch
 SPARK_STATE = "spark_state"                 # per stateful operator and micro-batch
 SPARK_EXECUTOR = "spark_executor"           # the driver's and executors' JVMs (Spark's metrics system)
+SPARK_EXECUTORS = "spark_executors"         # the application's executors: active, lost (the driver's poll)
+SPARK_TASK_FAILURES = "spark_task_failures"  # failed task attempts per micro-batch (the driver's poll)
 ALERT_EVENTS = "alert_events"               # alert rules' state changes
 ALERT_NOTIFICATIONS = "alert_notifications"  # webhook attempts
 BENCH_RUN = "bench_run"                     # a performance-test run's summary
@@ -34,8 +36,8 @@ BENCH_STEP = "bench_step"                   # its steps' merged histograms
 BENCH_PROGRESS = "bench_progress"           # its events processed and ingested, per second
 PROCESS = "process"                         # its processes' CPU and memory, per second
 MEASUREMENTS = (LATENCY, LATENCY_UNCOUNTED, INGRESS, INGRESS_BAD, BACKPRESSURE, RUNS, SPARK_PROGRESS,
-                SPARK_SOURCE, SPARK_STATE, SPARK_EXECUTOR, ALERT_EVENTS, ALERT_NOTIFICATIONS, BENCH_RUN,
-                BENCH_STEP, BENCH_PROGRESS, PROCESS)
+                SPARK_SOURCE, SPARK_STATE, SPARK_EXECUTOR, SPARK_EXECUTORS, SPARK_TASK_FAILURES, ALERT_EVENTS,
+                ALERT_NOTIFICATIONS, BENCH_RUN, BENCH_STEP, BENCH_PROGRESS, PROCESS)
 
 # -- tags ------------------------------------------------------------------------------------
 TAG_RUN = "run"

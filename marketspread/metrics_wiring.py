@@ -194,6 +194,12 @@ def attach_listener(spark, run: str, writer, log_dir: Path, state_folder: Path):
     return listener
 
 
+def watch_executors(spark, run: str, writer):
+    """Start writing the application's executors (active, lost) and failed tasks per batch; return the watch."""
+    from spark_listener.executors import ExecutorWatch  # lazy: with the job, as above
+    return ExecutorWatch(spark.sparkContext, run, writer).start()
+
+
 def detach_listener(spark, listener) -> None:
     """Wait for the query's last events, then remove and stop the listener."""
     listener.wait_terminated(10)      # the last progress and the termination come after stop()

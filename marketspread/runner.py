@@ -25,7 +25,7 @@ from engine.storage.diskspace import describe_free, full_path, is_disk_full
 from engine.storage.retention import RetentionPolicy
 from marketspread.retention_worker import RetentionWorker
 from engine.storage.safe_delete import refuse_linked_folders
-from marketspread.metrics_wiring import attach_listener, detach_listener, open_writer
+from marketspread.metrics_wiring import attach_listener, detach_listener, open_writer, watch_executors
 from marketspread.progress import ConsumedOffsetListener
 
 log = logging.getLogger(__name__)
@@ -100,12 +100,13 @@ def _run_job(cfg: Config, duration: float | None, forward: str | None, influx: I
     policy = RetentionPolicy.from_settings(cfg.log_retention, cfg.results_retention, cfg.results_retention_bytes)
     spark = build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui,
                           checkpoint_batches=cfg.checkpoint_batches)
-    shipper = writer = listener = alerts = None
+    shipper = writer = listener = alerts = executors = None
     if cfg.metrics:
         run = run_id_for(cfg.state_dir)
         writer = open_writer(cfg.state_dir, "job", influx, background=True)
         shipper = MetricsShipper(cfg.out_dir, run, writer, tasks=cfg.shards).start()
         listener = attach_listener(spark, run, writer, cfg.log_dir, cfg.shard_state_dir)
+        executors = watch_executors(spark, run, writer)
         alerts = start_evaluator(cfg.state_dir, writer, client=InfluxClient(influx), settings=alerts_settings)
     bytes_read = spark.sparkContext.accumulator(0) if cfg.count_bytes_read else None
     first_consumed = read_consumed(cfg.log_dir)
@@ -143,6 +144,8 @@ def _run_job(cfg: Config, duration: float | None, forward: str | None, influx: I
     finally:
         stop_query(spark, query)
         retention.stop()
+        if executors is not None:
+            executors.stop()
         if listener is not None:
             detach_listener(spark, listener)
         if forwarder is not None:
