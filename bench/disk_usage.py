@@ -29,7 +29,7 @@ from bench.output import ROOT, add_record_flag, result_path, shown, write_result
 from collector.influx.server import InfluxServer
 from engine.formats.log import RECORD_BYTES, read_consumed, read_head, segment_firsts
 from engine.formats.batch import retained_from
-from engine.storage.diskspace import allocated_bytes
+from perf.sysinfo import allocated_bytes
 from engine.storage.retention import parse_duration_s
 from perf import e2e
 from perf.fleet import Fleet, check_alive, signals_ignored, wait_until

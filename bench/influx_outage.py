@@ -32,7 +32,7 @@ from bench.output import ROOT, add_record_flag, result_path, shown, write_result
 from collector.influx import InfluxClient
 from collector.influx.server import InfluxServer
 from engine.formats.log import read_consumed
-from engine.output.metrics_shipper import committed_intervals
+from perf.exactness import committed_intervals
 from engine.formats.batch import read_committed
 from perf import e2e
 from perf.exactness import check_exactness

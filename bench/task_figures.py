@@ -7,8 +7,8 @@ the steps' busy times and both encodings (what `engine/spark/job.py` runs per sh
 batch with metrics on). The shipper's part runs in the driver, off that path: the
 stamps into `StepSample`s, bucketed, per batch (`decode_figures`) and per batch of a poll
 of 20 (`interval_samples`, as the shipper does: one worker's batches of one interval
-bucketed together). Also timed: the previous design's in-task work, `batch_samples` and
-`encode_samples`, for comparison.
+bucketed together). Also timed: the previous design's in-task work, the samples
+(`stamps_samples` of the stamps) and `encode_samples`, for comparison.
 
 Events are chunk-stamped as the ingress stamps them (one ingest time per received chunk
 of one stream, ~125 chunks per 25 ms). Prints medians in microseconds and writes
@@ -28,7 +28,7 @@ import numpy as np
 from bench.output import add_record_flag, result_path, shown, utc_stamp, write_result
 from collector.backpressure import StepBusy
 from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, encode_samples
-from engine.formats.stamps import batch_samples, batch_stamps, decode_figures, interval_samples
+from engine.formats.stamps import batch_stamps, decode_figures, interval_samples, stamps_samples
 from engine.wire.fixish import NBBO_TYPE, ORDER_TYPE
 from engine.formats.records import EventColumns
 
@@ -69,7 +69,7 @@ def measure(n: int, rounds: int) -> dict:
         return stamps.to_bytes(), busy.to_bytes()
 
     def previous_task():
-        samples = batch_samples(ev, rejected, "host/p0", t0, t1, written)
+        samples = stamps_samples(batch_stamps(ev, rejected, "host/p0", t0, t1, written))
         busy = StepBusy("host/p0", written, {STEP_SOURCE: 1, STEP_CHECK: 2, STEP_SINK: 3})
         return encode_samples(samples), busy.to_bytes()
 

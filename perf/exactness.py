@@ -3,17 +3,22 @@
 The reference reads the ingress log in arrival order and runs `engine.rule.reference_results`
 over it; the committed results, sorted by seq, must be the same tuples at the same seqs,
 with no seq twice. Shared by bench/e2e.py's benchmarks and the reliability tests.
+`committed_intervals` is the same ground truth for the latency points shipped.
 """
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from collector.aggregate import IntervalAggregator
+from engine.formats.batch import committed_batches
 from engine.formats.log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head
 from engine.ingress.stats import read_stats
+from engine.formats.stamps import decode_figures
 from engine.rule import reference_results
 from engine.wire.fixish import NBBO_FIELDS, NBBO_TYPE, ORDER_FIELDS, ORDER_TYPE, Nbbo, Order
 
@@ -172,3 +177,17 @@ def check_exactness(run_dir: Path, frames: np.ndarray, side: np.ndarray, drain_s
         first_difference=first,
         head=head, consumed=consumed, bad_frames=int(st.get("bad_total", 0)),
         drain_s=round(drain_s, 3), reference_s=round(time.monotonic() - t0, 3))
+
+
+def committed_intervals(out_dir: Path, run: str) -> Counter:
+    """Count of every (interval start ns, step, pipeline, worker) the committed batches hold.
+
+    The ground truth that the `latency` points shipped for `run` must match (tests, benches).
+    """
+    agg = IntervalAggregator(run)
+    for m in committed_batches(out_dir):
+        for blob in m.metrics:
+            for s in decode_figures(blob):
+                agg.add(s)
+    return Counter({(ih.start_ns, ih.step, ih.pipeline, ih.worker): ih.hist.total_count
+                    for ih in agg.drain(time.time_ns(), final=True)})

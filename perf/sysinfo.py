@@ -5,7 +5,8 @@ leader), so the job's figures include Spark's JVM and its Python workers, not ju
 driver's Python process. psutil, not /proc read by hand: a session sample (what the
 benchmarks take every second) takes 1.3 ms against 8.7 ms (a session of 11 of 140
 processes), since only the session's own processes are read. The CPU model is still
-/proc/cpuinfo's: psutil does not give it.
+/proc/cpuinfo's: psutil does not give it. `allocated_bytes` is what a run's folder takes
+on disk.
 """
 from __future__ import annotations
 
@@ -156,3 +157,16 @@ class SessionSampler:
                                          cur.processes))
         self.samples += out
         return out
+
+
+def allocated_bytes(path: str | os.PathLike) -> int:
+    """Bytes allocated on disk under `path` (files and folders, as `du` counts), tolerating
+    files deleted while it walks (retention runs meanwhile)."""
+    total = 0
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except FileNotFoundError:
+                pass
+    return total

@@ -170,12 +170,6 @@ def _merged_samples(group: list[BatchStamps]) -> list[StepSample]:
             if hi > lo]
 
 
-def batch_samples(ev, rejected: np.ndarray, worker: str, t0_ns: int, t1_ns: int,
-                  written_ns: int) -> list[StepSample]:
-    """Every sample of a state task's batch, in one call (`batch_stamps`, then `stamps_samples`)."""
-    return stamps_samples(batch_stamps(ev, rejected, worker, t0_ns, t1_ns, written_ns))
-
-
 def is_stamps(data: bytes) -> bool:
     """Whether a shard's figures are `BatchStamps` (else samples of a version before them)."""
     return data[:len(STAMPS_MAGIC)] == STAMPS_MAGIC

@@ -20,7 +20,6 @@ import os
 import struct
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,8 +29,8 @@ from collector.backpressure import WINDOW_S, StepBusy, backpressure_point, step_
 from collector.points import latency_point
 from collector.samples import STEP_CHECK, STEP_SINK, STEP_SOURCE, StepSample, decode_samples
 
-from engine.formats.batch import BatchTail, committed_batches
-from engine.formats.stamps import BatchStamps, decode_figures, interval_samples, is_stamps, stamps_samples
+from engine.formats.batch import BatchTail
+from engine.formats.stamps import BatchStamps, interval_samples, is_stamps, stamps_samples
 
 log = logging.getLogger(__name__)
 
@@ -244,17 +243,3 @@ class MetricsShipper:
         if self._thread.is_alive():
             self._thread.join(timeout=10)
         self.ship_once(final=True)
-
-
-def committed_intervals(out_dir: Path, run: str) -> Counter:
-    """Count of every (interval start ns, step, pipeline, worker) the committed batches hold.
-
-    The ground truth that the `latency` points shipped for `run` must match (tests, benches).
-    """
-    agg = IntervalAggregator(run)
-    for m in committed_batches(out_dir):
-        for blob in m.metrics:
-            for s in decode_figures(blob):
-                agg.add(s)
-    return Counter({(ih.start_ns, ih.step, ih.pipeline, ih.worker): ih.hist.total_count
-                    for ih in agg.drain(time.time_ns(), final=True)})

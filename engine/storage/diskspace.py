@@ -104,19 +104,6 @@ def describe_free(path: str | os.PathLike) -> str:
         return f"free space in {path} unknown ({e.strerror})"
 
 
-def allocated_bytes(path: str | os.PathLike) -> int:
-    """Bytes allocated on disk under `path` (files and folders, as `du` counts), tolerating
-    files deleted while it walks (retention runs meanwhile)."""
-    total = 0
-    for root, dirs, files in os.walk(path):
-        for name in dirs + files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
-            except FileNotFoundError:
-                pass
-    return total
-
-
 # File systems that other machines share: a write there is visible to another machine's
 # reader only once flushed (close-to-open consistency), however it is ordered locally.
 SHARED_FS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "lustre", "9p", "afs", "gpfs",

@@ -12,7 +12,7 @@ from collector.influx import InfluxClient
 from engine.config import Config
 from engine.formats.log import read_consumed
 from marketspread.replay import replay
-from engine.output.metrics_shipper import committed_intervals
+from perf.exactness import committed_intervals
 from engine.tools.generate import generate
 
 pytestmark = pytest.mark.slow      # whole Spark runs into InfluxDB, ~90 s

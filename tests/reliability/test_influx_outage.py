@@ -18,7 +18,7 @@ from engine.tools.generate import generate
 
 from .harness import (check_exact, drain, fleet_for, log_tail, sleep_watching, start_ingress, start_job,
                       start_sender, stop_gracefully, wait_until)
-from engine.output.metrics_shipper import committed_intervals
+from perf.exactness import committed_intervals
 
 from .test_job_crash import _stored_intervals
 

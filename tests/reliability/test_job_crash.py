@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from engine.formats.log import read_consumed, read_head
-from engine.output.metrics_shipper import committed_intervals
+from perf.exactness import committed_intervals
 from engine.tools.generate import generate
 
 from .harness import (check_exact, drain, fleet_for, kill_session, log_tail, start_ingress, start_job,

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.storage.diskspace import allocated_bytes
+from perf.sysinfo import allocated_bytes
 from engine.formats.log import DEFAULT_SEGMENT_RECORDS, RECORD_BYTES, LogReader, read_consumed, read_head, segment_firsts, write_hold
 from engine.formats.result_frames import RESULT_FRAME
 from engine.formats.batch import read_retained, retained_from

@@ -7,8 +7,13 @@ import pytest
 from collector.samples import STEP_CHECK, STEP_E2E, STEP_SINK, STEP_SOURCE, encode_samples, record_step
 from engine.wire.fixish import NBBO_TYPE, ORDER_TYPE
 from engine.formats.records import EVENT_DTYPE
-from engine.formats.stamps import (STAMPS_MAGIC, BatchStamps, batch_samples, batch_stamps, decode_figures,
-                                   interval_samples, stamps_samples)
+from engine.formats.stamps import (STAMPS_MAGIC, BatchStamps, batch_stamps, decode_figures, interval_samples,
+                                   stamps_samples)
+
+
+def batch_samples(ev, rejected, worker, t0_ns, t1_ns, written_ns):
+    """Every sample of a state task's batch, in one call (`batch_stamps`, then `stamps_samples`)."""
+    return stamps_samples(batch_stamps(ev, rejected, worker, t0_ns, t1_ns, written_ns))
 
 
 def _plain(ev, rejected, t0, t1, written):

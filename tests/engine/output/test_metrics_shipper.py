@@ -18,7 +18,8 @@ from collector.backpressure import StepBusy
 from collector.samples import encode_samples, record_step
 from engine.formats.batch import ShardFigures, batch_dir, stamp_frames, commit_log_dir
 from tests.batch_files import write_shard_results
-from engine.output.metrics_shipper import MetricsShipper, ShipPosition, committed_intervals
+from engine.output.metrics_shipper import MetricsShipper, ShipPosition
+from perf.exactness import committed_intervals
 from engine.formats.result_frames import RESULT_BLOCK_DTYPE
 from engine.formats.stamps import BatchStamps, batch_stamps
 from engine.wire.fixish import NBBO_TYPE, ORDER_TYPE
