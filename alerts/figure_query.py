@@ -17,13 +17,14 @@ from __future__ import annotations
 from collector.influx import InfluxClient
 from collector.query.ranges import format_time
 from collector.units import NS
+from collector.vocabulary import TAG_APP, TAG_EXECUTOR, TAG_OPERATOR, TAG_QUERY, TAG_RUN, TAG_SOURCE
 
 from alerts.figures import EXECUTOR, FIGURES, LEVELS, influx_aggregate, level_of
 from alerts.rules import Rule
 
 #: rule attribute -> tag, for the scope values a rule may name
-_SCOPE_TAGS = (("job", "run"), ("query", "query"), ("source", "source"), ("operator", "operator"),
-               ("app", "app"), ("executor", "executor"))
+_SCOPE_TAGS = (("job", TAG_RUN), ("query", TAG_QUERY), ("source", TAG_SOURCE), ("operator", TAG_OPERATOR),
+               ("app", TAG_APP), ("executor", TAG_EXECUTOR))
 
 
 def figure_query(rule: Rule, start_ns: int, end_ns: int) -> tuple[str, dict]:

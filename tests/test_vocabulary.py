@@ -1,4 +1,4 @@
-"""One vocabulary: measurement names come from `collector.vocabulary`, checked on the source with `ast`.
+"""One vocabulary: measurement and step names come from `collector.vocabulary`, checked on the source with `ast`.
 
 Writers, queries, the dashboard and the alert rules name a measurement through the
 vocabulary module, so no other product module spells one out:
@@ -7,7 +7,8 @@ vocabulary module, so no other product module spells one out:
   or `"<policy>"."<measurement>"`);
 - as the measurement of a `Point(...)`;
 - bound to a module-level name (`LATENCY = "latency"`: a second definition);
-- anywhere, for the names that mean nothing else (`spark_progress`, `alert_events`, ...). Those
+- anywhere, for the names that mean nothing else (`spark_progress`, `alert_events`, ..., and the
+  steps `check_market_data` and `start-to-end`). Those
   that are also ordinary words of the product (`ingress` is a process and a folder, `runs` a
   URL parameter, `process`, `latency` and `backpressure` column or axis titles) are checked in
   the three places above only.
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from collector import vocabulary
 from collector.influx import Point
-from collector.vocabulary import MEASUREMENTS
+from collector.vocabulary import MEASUREMENTS, STEP_CHECK, STEP_E2E
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("collector", "engine", "spark_listener", "alerts", "metrics_ui", "marketspread", "perf")
@@ -45,6 +46,7 @@ def spelled_out(source: str, filename: str = "<src>") -> list[tuple[int, str, st
     """Return (line, measurement, where) for each measurement name the source spells out."""
     tree = ast.parse(source, filename)
     names = set(MEASUREMENTS)
+    plain = names - WORDS | {STEP_CHECK, STEP_E2E}      # checked wherever they are spelled out
     found: list[tuple[int, str, str]] = []
     inside_fstring = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
     for node in ast.walk(tree):
@@ -54,7 +56,7 @@ def spelled_out(source: str, filename: str = "<src>") -> list[tuple[int, str, st
             for m in _FROM.finditer(text):
                 if m.group(1) in names:
                     found.append((node.lineno, m.group(1), "in a query"))
-            if text in names and text not in WORDS:
+            if text in plain:
                 found.append((node.lineno, text, "as a string"))
         if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)) and \
                 (node.func.id if isinstance(node.func, ast.Name) else node.func.attr) == "Point":
@@ -68,7 +70,7 @@ def spelled_out(source: str, filename: str = "<src>") -> list[tuple[int, str, st
     return sorted(set(found))
 
 
-def test_measurement_names_come_from_the_vocabulary():
+def test_measurement_and_step_names_come_from_the_vocabulary():
     problems = []
     for pkg in PACKAGES:
         for path in sorted((ROOT / pkg).rglob("*.py")):
@@ -77,7 +79,7 @@ def test_measurement_names_come_from_the_vocabulary():
                 continue
             problems += [f"{rel}:{line}: {name!r} {where}; import it from collector.vocabulary"
                          for line, name, where in spelled_out(path.read_text(), rel)]
-    assert not problems, f"{len(problems)} measurement names spelled out:\n  " + "\n  ".join(problems)
+    assert not problems, f"{len(problems)} measurement or step names spelled out:\n  " + "\n  ".join(problems)
 
 
 def test_the_scan_sees_each_kind_of_spelling():
@@ -87,9 +89,10 @@ def test_the_scan_sees_each_kind_of_spelling():
            "r = 'SELECT x FROM \"rollup\".\"latency\"'\n"
            "p = Point('ingress', {}, {}, 0)\n"
            "k = {'level': 'alert_events'}\n"
+           "s = 'start-to-end'\n"
            "ok = (f'SELECT * FROM \"{LATENCY}\"', 'ingress', Point(LATENCY, {}, {}, 0), 'spark_progress_x')\n")
     assert [(line, name) for line, name, _ in spelled_out(src)] == [
-        (2, "latency"), (3, "spark_state"), (4, "latency"), (5, "ingress"), (6, "alert_events")]
+        (2, "latency"), (3, "spark_state"), (4, "latency"), (5, "ingress"), (6, "alert_events"), (7, "start-to-end")]
 
 
 def test_the_vocabulary_lists_every_measurement_once():

@@ -230,7 +230,7 @@ def refresh_job(window, run, digests, hidden=None):
             *frame), (hidden or {}).get(JOB_PERCENTILES, ()))),
         "steps": (view.steps, lambda: c.table(c.STATS_HEADER, step_rows, JOB_STEPS + "-table", empty=no_steps)),
         "pipelines": ((view.pipelines, end_step), lambda: [
-            html.P("start-to-end" if end_step == START_TO_END else f"through step {end_step}", className="summary",
+            html.P(START_TO_END if end_step == START_TO_END else f"through step {end_step}", className="summary",
                    id=JOB_PIPELINES + "-step"),
             c.table(c.STATS_HEADER, c.stats_rows(view.pipelines), JOB_PIPELINES + "-table")]),
         "workers": (view.workers, lambda: c.table(c.STATS_HEADER, c.stats_rows(view.workers), JOB_WORKERS + "-table")),
