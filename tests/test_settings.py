@@ -16,7 +16,6 @@ WRITE_METHODS = {"update", "setdefault", "pop", "popitem", "clear"}
 # Reads of the process environment allowed outside collector/settings.py, and why.
 READS_ALLOWED = {
     "collector/settings.py": "the settings layer: the one read of the process environment",
-    "engine/spark/session.py": "SPARK_LOCAL_IP, Spark's own variable: whether the user chose the driver's address",
 }
 # Writes allowed, as (file, variable): none pass settings on.
 WRITES_ALLOWED = {
