@@ -2,9 +2,9 @@
 
 The range and refresh rate live in the page's address (`?range=1h`, `?range=custom&from=...&to=...`,
 `&refresh=5`), so a view can be bookmarked and shared; zooming the time axis of any chart makes
-that the page's range. One small callback resolves the run and the range on each tick; the
-latency, backpressure, Spark, ingress and query panels all follow from its window at once,
-in callbacks of their own, and every panel sends only the outputs that changed since its last answer: on a
+that the page's range. One callback resolves the range on each tick and reads the latency
+figures; the backpressure, Spark and ingress panels follow from its window in callbacks of
+their own, and every panel sends only the outputs that changed since its last answer: on a
 refresh tick a chart goes as a Patch of its new points (and the old ones its window dropped),
 whole on the first load and when the user picks a range. Charts keep the user's zoom and
 hidden series across live updates (`uirevision`); the latency charts' whole figures also
@@ -68,7 +68,6 @@ _BACKLOG_TITLE = "Backlog"
 _BATCH_TITLE = "Spark micro-batches: phases (mean) and slowest batch"
 _BAD_TITLE = "Bad frames set aside by the ingress, by reason"
 _MUTED_TITLE = "Ingress muted (backpressure)"
-NO_STEPS = "no latency steps recorded by this query (record_latency, timed_step)"
 #: How far past a finished run's last `latency` point its status panels (backpressure, Spark
 #: batches, ingress) read: the ingress and the job write their last figures (the backlog
 #: drained to 0, the final counters) a few seconds after it.
@@ -124,10 +123,7 @@ def _window(rng: TimeRange, interval: int, revision: str, markers: list[Marker],
             "status_end": status_end, "markers": [[m.time_ns, m.kind, m.text] for m in markers],
             "shown": [shown.start_ns, shown.end_ns], "tick": tick,
             "steps": list(info.steps) if info else list(MARKET_SPREAD_STEPS),
-            "generic": bool(info and _generic(info)), "app": info.app_id if info else None,
-            "end_step": info.last_step if info else None, "events": info.events if info else 0,
-            "live": bool(info and info.live), "status": info.status if info else "",
-            "query_id": info.query_id if info else None}
+            "generic": bool(info and _generic(info)), "app": info.app_id if info else None}
 
 
 def _generic(info: RunInfo) -> bool:
@@ -135,11 +131,16 @@ def _generic(info: RunInfo) -> bool:
     return info.throughput_unit != "events/s"
 
 
-def _empty_latency(why: str, summary: str = "") -> tuple:
-    """Return the latency panel's outputs when there is nothing to draw: every chart and table says why."""
-    empty = c.table(c.STATS_HEADER, [], empty=why)
-    return (summary, figures.empty_figure("Throughput", why), figures.empty_figure("Start-to-end latency", why),
-            empty, empty, empty, {})
+def _unreadable(error: InfluxError) -> tuple:
+    """Return the main callback's outputs when InfluxDB fails at the page's first load.
+
+    Nothing is drawn yet to keep: every chart, table and panel says why it is empty,
+    instead of "loading…" (or the panels' "no data yet", a claim about the run).
+    """
+    empty = c.table(c.STATS_HEADER, [], empty=c.UNREADABLE)
+    return ("", "status", "", figures.empty_figure("Throughput", c.UNREADABLE),
+            figures.empty_figure("Start-to-end latency", c.UNREADABLE), empty, empty, empty,
+            c.influx_error_banner(error), True, {"empty": c.UNREADABLE}, {})
 
 
 def _status_read(window: dict) -> TimeRange:
@@ -153,89 +154,79 @@ def _unpack(window: dict) -> tuple[TimeRange, int, str, list[Marker]]:
             [Marker(int(t), str(k), str(x)) for t, k, x in window.get("markers", [])])
 
 
-@callback(Output(JOB_TITLE, "children"), Output(JOB_TITLE, "className"), Output(JOB_BANNER, "children"),
-          Output(JOB_LIVE, "data"), Output(JOB_WINDOW, "data"),
+@callback(Output(JOB_TITLE, "children"), Output(JOB_TITLE, "className"), Output(JOB_SUMMARY, "children"),
+          Output(JOB_THROUGHPUT, "figure"), Output(JOB_PERCENTILES, "figure"),
+          Output(JOB_STEPS, "children"), Output(JOB_PIPELINES, "children"), Output(JOB_WORKERS, "children"),
+          Output(JOB_BANNER, "children"), Output(JOB_LIVE, "data"), Output(JOB_WINDOW, "data"),
+          Output(JOB_DIGESTS, "data"),
           Input(JOB_INTERVAL, "n_intervals"), *c.range_inputs(JOB_RANGE), State(JOB_RUN, "data"),
-          State(JOB_WINDOW, "data"), State(JOB_URL_ERROR, "data"))
-def resolve_job(_n, choice, from_date, from_time, to_date, to_time, run, window, url_error=None):
-    """Resolve the run and the range, and hand them to every panel at once (JOB_WINDOW).
-
-    Only the run's summary and its markers are read here, so the panels' own reads (the
-    latency figures among them) start together instead of one after the other.
-    """
+          State(JOB_DIGESTS, "data"), State(JOB_URL_ERROR, "data"), State(JOB_HIDDEN, "data"))
+def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests, url_error=None, hidden=None):
+    """Resolve the range, reload the latency figures and tables, and hand the range to the other panels."""
+    keep = [dash.no_update] * 8
     try:
         check_name(run, "run id")
     except ValueError as e:
-        return "bad run id", "status", c.warning_banner(str(e)), False, {"empty": "no such run"}
+        empty = c.table(c.STATS_HEADER, [], empty="no such run")
+        return ("bad run id", "status", "", figures.empty_figure("Throughput", "no such run"),
+                figures.empty_figure("Start-to-end latency", "no such run"), empty, empty, empty,
+                c.warning_banner(str(e)), False, None, {})
     try:
         store, now = c.store(), c.now_ns()
         info = store.run(run, now)
         if info is None:
-            return "no data yet", "status", None, True, {"empty": figures.NO_DATA, "summary": "no data yet for this run"}
+            empty = c.table(c.STATS_HEADER, [])
+            return ("no data yet", "status", "no data yet for this run",
+                    figures.empty_figure("Throughput"), figures.empty_figure("Start-to-end latency"),
+                    empty, empty, empty, None, True, None, {})
         try:
             rng = c.picked_range(choice, info.anchor_ns(now), from_date, from_time, to_date, to_time)
         except ValueError as e:
-            return dash.no_update, dash.no_update, c.warning_banner(str(e)), info.live, dash.no_update
+            return keep + [c.warning_banner(str(e)), info.live, dash.no_update, dash.no_update]
+        interval = bucket_s(rng)
+        end_step = info.last_step or START_TO_END
+        view = store.job_view(run, rng, interval, info.steps, end_step)
         markers = store.markers(run, _status_range(rng, info.anchor_ns(now), info.live))
     except InfluxError as e:
-        if window and "empty" not in window:   # what the page shows stays, under the banner, until InfluxDB answers
-            return dash.no_update, dash.no_update, c.influx_error_banner(e), True, dash.no_update
-        return "", "status", c.influx_error_banner(e), True, {"empty": c.UNREADABLE}
-    status_end = _status_range(rng, info.anchor_ns(now), info.live).end_ns
-    shown = c.shown_range(rng, info.first_ns, status_end)
+        if digests:         # what the page shows stays, under the banner, until InfluxDB answers again
+            return keep + [c.influx_error_banner(e), True, dash.no_update, dash.no_update]
+        return _unreadable(e)
     revision = run        # a new range comes with its own x range; hidden series and y zooms stay
-    tick = ctx.triggered_id == JOB_INTERVAL        # a refresh: charts send their new points only
-    return (info.status, f"status status-{info.status}", _url_banner(url_error), info.live,
-            _window(rng, bucket_s(rng), revision, markers, status_end, shown, tick, info))
-
-
-@callback(Output(JOB_SUMMARY, "children"), Output(JOB_THROUGHPUT, "figure"), Output(JOB_PERCENTILES, "figure"),
-          Output(JOB_STEPS, "children"), Output(JOB_PIPELINES, "children"), Output(JOB_WORKERS, "children"),
-          Output(JOB_DIGESTS, "data"),
-          Input(JOB_WINDOW, "data"), State(JOB_RUN, "data"), State(JOB_DIGESTS, "data"), State(JOB_HIDDEN, "data"))
-def refresh_job(window, run, digests, hidden=None):
-    """Reload the latency figures and tables of the page's range: throughput, percentiles, steps, pipelines, workers."""
-    if not window or "empty" in window:
-        why = (window or {}).get("empty", figures.NO_DATA)
-        return _empty_latency(why, (window or {}).get("summary", ""))
-    rng, interval, revision, markers = _unpack(window)
-    generic, end_step = bool(window.get("generic")), str(window.get("end_step") or START_TO_END)
-    recorded = window.get("end_step") is not None
-    try:
-        view = c.store().job_view(run, rng, interval, tuple(window.get("steps", MARKET_SPREAD_STEPS)), end_step)
-    except InfluxError:
-        return (dash.no_update,) * 7                  # the range callback's banner says so
     step_rows = c.stats_rows(view.steps)
     for row in step_rows:
         row[0] = dcc.Link(row[0], href=f"/step/{quote(run, safe='')}/{quote(row[0], safe='')}")
-    events, live = int(window.get("events", 0)), bool(window.get("live"))
-    summary = (f"{view.events:,} events start-to-end in the range · {events:,} in the whole run · "
-               f"{'live' if live else 'finished'}")
+    summary = (f"{view.events:,} events start-to-end in the range · {info.events:,} in the whole run · "
+               f"{'live' if info.live else 'finished'}")
     throughput_title, latency_title = "Throughput (start-to-end, per pipeline)", "Start-to-end latency (max over workers)"
-    if generic:
-        summary = (f"query {window.get('query_id') or '—'} · {events:,} input rows in the whole run · "
+    if _generic(info):
+        summary = (f"query {info.query_id or '—'} · {info.events:,} input rows in the whole run · "
                    + (f"{view.events:,} through step {end_step} in the range · " if view.events else "")
-                   + ("live" if live else str(window.get("status", ""))))
+                   + ("live" if info.live else info.status))
         throughput_title = f"Throughput (step {end_step}, per query)"
         latency_title = f"Latency of step {end_step} (max over workers)"
-    no_steps = NO_STEPS if generic and not recorded else "no data yet for this run"
-    frame = (TimeRange(*window.get("shown", rng)), revision, markers)
+    no_steps = ("no latency steps recorded by this query (record_latency, timed_step)"
+                if _generic(info) and info.last_step is None else "no data yet for this run")
+    status_end = _status_range(rng, info.anchor_ns(now), info.live).end_ns
+    shown = c.shown_range(rng, info.first_ns, status_end)
+    frame = (shown, revision, markers)
+    tick = ctx.triggered_id == JOB_INTERVAL        # a refresh: charts send their new points only
     changed, digests = c.only_changed({
-        "summary": c.as_is(summary),
+        "title": c.as_is(info.status), "class": c.as_is(f"status status-{info.status}"), "summary": c.as_is(summary),
         "throughput": ((view.throughput, frame), lambda: figures.hide_series(figures.time_axes(
-            _no_steps(figures.throughput_figure(view.throughput, throughput_title), generic and not recorded),
-            *frame), (hidden or {}).get(JOB_THROUGHPUT, ()))),
+            _no_steps(figures.throughput_figure(view.throughput, throughput_title), info), *frame),
+            (hidden or {}).get(JOB_THROUGHPUT, ()))),
         "percentiles": ((view.percentiles, frame), lambda: figures.hide_series(figures.time_axes(
-            _no_steps(figures.percentiles_over_time_figure(view.percentiles, latency_title), generic and not recorded),
-            *frame), (hidden or {}).get(JOB_PERCENTILES, ()))),
+            _no_steps(figures.percentiles_over_time_figure(view.percentiles, latency_title), info), *frame),
+            (hidden or {}).get(JOB_PERCENTILES, ()))),
         "steps": (view.steps, lambda: c.table(c.STATS_HEADER, step_rows, JOB_STEPS + "-table", empty=no_steps)),
         "pipelines": ((view.pipelines, end_step), lambda: [
             html.P(START_TO_END if end_step == START_TO_END else f"through step {end_step}", className="summary",
                    id=JOB_PIPELINES + "-step"),
             c.table(c.STATS_HEADER, c.stats_rows(view.pipelines), JOB_PIPELINES + "-table")]),
         "workers": (view.workers, lambda: c.table(c.STATS_HEADER, c.stats_rows(view.workers), JOB_WORKERS + "-table")),
-    }, digests, patch=("throughput", "percentiles"), scope="job", tick=bool(window.get("tick")))
-    return (*changed, digests)
+    }, digests, patch=("throughput", "percentiles"), scope="job", tick=tick)
+    return (*changed, _url_banner(url_error), info.live,
+            _window(rng, interval, revision, markers, status_end, shown, tick, info), digests)
 
 
 @callback(Output(JOB_HIDDEN, "data"), Input(JOB_THROUGHPUT, "restyleData"), Input(JOB_PERCENTILES, "restyleData"),
@@ -403,10 +394,11 @@ zoom_job = callback(*_range_outputs(), *[Input(g, "relayoutData") for g in (*TIM
 clientside_callback(c.URL_SYNC_JS, Output(JOB_URL, "data"), *c.url_sync_inputs(JOB_RANGE))
 
 
-def _no_steps(fig, says: bool):
+def _no_steps(fig, info: RunInfo):
     """Say on an empty latency chart of any query's run that it records no steps (not that data is missing)."""
-    if says and not fig.data:
-        fig.update_layout(annotations=[dict(text=NO_STEPS, showarrow=False, xref="paper", yref="paper",
+    if not fig.data and _generic(info) and info.last_step is None:
+        fig.update_layout(annotations=[dict(text="no latency steps recorded by this query (record_latency, "
+                                                 "timed_step)", showarrow=False, xref="paper", yref="paper",
                                             x=0.5, y=0.5, font=dict(size=14, color="#666"))])
     return fig
 
