@@ -115,7 +115,7 @@ class AlertHistory:
                                      'ORDER BY time DESC LIMIT 1', params)
         out = {}
         for s in series:
-            rule = s.tags.get("rule", "")
+            rule = s.tags.get(TAG_RULE, "")
             rows = s.rows()
             if rows:
                 out[rule] = _event(rule, rows[0])
@@ -141,6 +141,6 @@ class AlertHistory:
         where = " AND ".join(clauses)
         q = (f'SELECT * FROM "{ALERT_NOTIFICATIONS}" WHERE {where} GROUP BY "rule" '
              f'ORDER BY time DESC LIMIT {int(limit)}')
-        out = [_notification(s.tags.get("rule", ""), row) for s in _query(self.client, q, params)
+        out = [_notification(s.tags.get(TAG_RULE, ""), row) for s in _query(self.client, q, params)
                for row in s.rows()]
         return sorted(out, key=lambda n: n.at_ns, reverse=True)[:limit]

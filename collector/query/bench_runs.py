@@ -20,7 +20,8 @@ from collector.query.compare_stats import Comparison, compare
 from collector.query.ranges import TimeRange
 from collector.query.series import START_TO_END, TimeSeries, step_rank
 from collector.query.store import MetricsStore
-from collector.vocabulary import BENCH_PROGRESS, BENCH_RUN, BENCH_STEP, PROCESS, TAG_PROCESS
+from collector.vocabulary import (BENCH_PROGRESS, BENCH_RUN, BENCH_STEP, PROCESS, TAG_LABEL, TAG_PROCESS, TAG_RUN,
+                                  TAG_STEP)
 DEFAULT_THRESHOLD = 0.05           # 5 % worse than the baseline is a regression
 
 
@@ -143,14 +144,14 @@ class BenchStore:
     def listing(self) -> list[BenchListing]:
         """Return every recorded run, newest first."""
         series = self.client.query(f'SELECT "commit", "throughput_eps" FROM "{BENCH_RUN}" GROUP BY "run", "label"')
-        out = [BenchListing(s.tags.get("run", ""), s.tags.get("label", ""), int(v[0]), v[1] or "", float(v[2] or 0))
+        out = [BenchListing(s.tags.get(TAG_RUN, ""), s.tags.get(TAG_LABEL, ""), int(v[0]), v[1] or "", float(v[2] or 0))
                for s in series for v in s.values[-1:]]
         return sorted(out, key=lambda r: r.started_ns, reverse=True)
 
     def windows(self) -> dict[str, TimeRange]:
         """Return each recorded run's measurement window (the runs page summarises runs over it)."""
         series = self.client.query(f'SELECT "window_start_ns", "window_end_ns" FROM "{BENCH_RUN}" GROUP BY "run"')
-        return {s.tags.get("run", ""): TimeRange(int(v[1]), int(v[2])) for s in series for v in s.values[-1:]
+        return {s.tags.get(TAG_RUN, ""): TimeRange(int(v[1]), int(v[2])) for s in series for v in s.values[-1:]
                 if v[1] is not None and v[2] is not None and int(v[2]) > int(v[1])}
 
     def run(self, run: str) -> BenchRun | None:
@@ -163,7 +164,7 @@ class BenchStore:
         steps = []
         for s in self.client.query(f'SELECT * FROM "{BENCH_STEP}" WHERE "run" = $run GROUP BY "step"', p):
             r = dict(zip(s.columns, s.values[-1]))
-            steps.append(BenchStep(s.tags.get("step", ""), int(r["count"]), *(int(r[k] or 0) for k in
+            steps.append(BenchStep(s.tags.get(TAG_STEP, ""), int(r["count"]), *(int(r[k] or 0) for k in
                                    ("p50", "p90", "p95", "p99", "p999", "max"))))
         steps.sort(key=lambda s: step_rank(s.step))
         prog = self.client.query(f'SELECT "processed_eps" FROM "{BENCH_PROGRESS}" WHERE "run" = $run', p)

@@ -10,7 +10,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Sequence
 
-from collector.vocabulary import ALERT_EVENTS, BACKPRESSURE, INGRESS, INGRESS_BAD, RUNS, SPARK_PROGRESS, STEP_JOB
+from collector.vocabulary import (ALERT_EVENTS, BACKPRESSURE, INGRESS, INGRESS_BAD, RUNS, SPARK_PROGRESS, STEP_JOB,
+                                  TAG_REASON, TAG_RULE, TAG_STEP)
 from collector.influx import InfluxClient, InfluxError
 
 from collector.query.ranges import TimeRange, format_time
@@ -126,7 +127,7 @@ class PanelStore:
                 progress_backlog.update((int(r["time"]), float(r["backlog"]))
                                         for r in s.rows() if r["backlog"] is not None)
                 continue
-            step = s.tags.get("step", "")
+            step = s.tags.get(TAG_STEP, "")
             if "status" in s.columns:
                 for r in s.rows():
                     latest.append(StepBackpressure(
@@ -164,7 +165,7 @@ class PanelStore:
         alerts = self._optional(f'SELECT "state", "scope" FROM "{ALERT_EVENTS}" WHERE time >= $start AND '
                                 'time < $end GROUP BY "rule"', span)
         for s in alerts:
-            rule = s.tags.get("rule", "")
+            rule = s.tags.get(TAG_RULE, "")
             for r in s.rows():
                 scope = str(r.get("scope") or "").split(" · ")[0]
                 if r.get("state") in ("FIRING", "RESOLVED") and scope in (f"job {run}", "any job"):
@@ -221,9 +222,9 @@ class PanelStore:
                 prior = int(r["time"]) < rng.start_ns
                 if s.name == INGRESS_BAD and r["frames"] is not None:
                     if prior:
-                        bad_before[s.tags.get("reason", "")] = float(r["frames"])
+                        bad_before[s.tags.get(TAG_REASON, "")] = float(r["frames"])
                     else:
-                        bad[s.tags.get("reason", "")].append((int(r["time"]), float(r["frames"])))
+                        bad[s.tags.get(TAG_REASON, "")].append((int(r["time"]), float(r["frames"])))
                 elif s.name == INGRESS:
                     status_before = r if prior else status_before
                     status += [] if prior else [r]

@@ -27,7 +27,7 @@ from collector.query.spark_panels import SparkPanelStore, newest_app, parse_step
 from collector.query.ranges import TimeRange, format_time, is_live
 from collector.units import NS
 from collector.query.resolution import BASE_S, ROLLUPS_S, bucket_of, missing, plan, rollups_up_to
-from collector.vocabulary import BACKPRESSURE, LATENCY, RUNS, STEP_JOB
+from collector.vocabulary import BACKPRESSURE, LATENCY, RUNS, STEP_JOB, TAG_PIPELINE, TAG_RUN, TAG_STEP, TAG_WORKER
 from collector.query.series import (MARKET_SPREAD_STEPS, START_TO_END, WALLAROO_PERCENTILES, JobView, RunInfo, SeriesKey,
                                     StepView, TimeSeries, group_stats, is_market_spread, last_step,
                                     merge_blobs, step_order, step_rank)
@@ -83,7 +83,7 @@ class MetricsStore(SparkPanelStore):
             level = {interval_label(s * NS): j for j, s in enumerate(lengths)}
             present: dict[int, set[int]] = defaultdict(set)
             for s in series:
-                key = SeriesKey(s.tags.get("step", ""), s.tags.get("pipeline", ""), s.tags.get("worker", ""))
+                key = SeriesKey(s.tags.get(TAG_STEP, ""), s.tags.get(TAG_PIPELINE, ""), s.tags.get(TAG_WORKER, ""))
                 out[key].extend((int(r[0]), r[1:]) for r in s.values)
                 if s.tags.get(INTERVAL_TAG):
                     present[level[s.tags[INTERVAL_TAG]]].update(int(r[0]) for r in s.values)
@@ -144,7 +144,7 @@ class MetricsStore(SparkPanelStore):
         q = "; ".join(f'SELECT "count" FROM "{LATENCY}" WHERE {where} GROUP BY "run", "step" ORDER BY time {order} '
                       'LIMIT 1' for order in ("ASC", "DESC"))
         for s in self.client.query(q, params):
-            run, step = s.tags.get("run", ""), s.tags.get("step", "")
+            run, step = s.tags.get(TAG_RUN, ""), s.tags.get(TAG_STEP, "")
             for t, _ in s.values[:1]:
                 first[run] = min(first.get(run, int(t)), int(t))
                 last[run] = max(last.get(run, int(t)), int(t))
@@ -212,7 +212,7 @@ class MetricsStore(SparkPanelStore):
             if e.status is None:
                 raise
             return {}
-        return {s.tags.get("run", ""): s.values[-1][1] for s in series if s.values}
+        return {s.tags.get(TAG_RUN, ""): s.values[-1][1] for s in series if s.values}
 
     def _failed_runs(self, only: str | None) -> set[str]:
         where, params = ('WHERE "run" = $run', {"run": only}) if only else ("", None)
@@ -222,7 +222,7 @@ class MetricsStore(SparkPanelStore):
             if e.status is None:
                 raise
             return set()
-        return {s.tags.get("run", "") for s in series if s.values and s.values[-1][1] == "failed"}
+        return {s.tags.get(TAG_RUN, "") for s in series if s.values and s.values[-1][1] == "failed"}
 
     # -- job and step pages
 
@@ -231,7 +231,7 @@ class MetricsStore(SparkPanelStore):
         series = self.client.query(
             f'SELECT "count" FROM "{LATENCY}" WHERE "run" = $run GROUP BY "step" ORDER BY time ASC LIMIT 1; '
             f'SELECT "steps" FROM "{RUNS}" WHERE "run" = $run GROUP BY "query" ORDER BY time DESC LIMIT 1', {"run": run})
-        seen = {s.tags.get("step", ""): int(s.values[0][0]) for s in series if s.name == LATENCY and s.values}
+        seen = {s.tags.get(TAG_STEP, ""): int(s.values[0][0]) for s in series if s.name == LATENCY and s.values}
         declared = tuple(dict.fromkeys(x for s in series if s.name != LATENCY for r in s.values
                                        for x in parse_steps(r[1])))
         order = step_order(declared, seen)
