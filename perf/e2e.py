@@ -262,16 +262,18 @@ class CommitWatcher:
 
     Spark's commit log entry (`checkpoint/commits/<id>`, written once all of the batch's
     tasks have written their results) is when a batch's results become visible; its
-    mtime is the commit time. Spark keeps only its last 100 commit and offset log
-    entries, fewer than a run makes, so a thread reads them as they appear (every
-    20 ms) and `stop` saves them to `<run>/batches.json`.
+    mtime is the commit time. The offset log entry (`offsets/<id>`) is written when the
+    batch is planned, before it runs: from it to the commit is the batch's duration, read
+    the same whether the job's metrics are on or off. Spark keeps only its last 100 commit
+    and offset log entries, fewer than a run makes, so a thread reads them as they appear
+    (every 20 ms) and `stop` saves them to `<run>/batches.json`.
     """
 
     def __init__(self, run_dir: Path, every: float = 0.02):
         self.run_dir = run_dir
         self.cp = run_dir / "checkpoint"
         self.every = every
-        self.batches: dict[int, tuple[int, int]] = {}      # id -> (commit ns, end seq)
+        self.batches: dict[int, tuple[int, int, int]] = {}  # id -> (commit ns, end seq, planned ns)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="commit-watcher", daemon=True)
 
@@ -289,10 +291,11 @@ class CommitWatcher:
                 continue
             try:
                 t = os.stat(self.cp / "commits" / n).st_mtime_ns
+                planned = os.stat(self.cp / "offsets" / n).st_mtime_ns
                 end = int(json.loads((self.cp / "offsets" / n).read_text().strip().splitlines()[-1])["seq"])
             except (OSError, ValueError, KeyError, IndexError, TypeError):
                 continue                                    # purged meanwhile: next scan skips it
-            self.batches[int(n)] = (t, end)
+            self.batches[int(n)] = (t, end, planned)
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
@@ -321,6 +324,14 @@ def batch_times(run_dir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     counts = [read_batch(run_dir / "results", b).count for b in ids]
     return (np.array(ids, np.int64), np.array([seen[b][0] for b in ids], np.int64),
             np.array(counts, np.int64))
+
+
+def batch_durations_ms(run_dir: Path, start_ns: int, end_ns: int) -> np.ndarray:
+    """Return the duration (offset log to commit log, ms) of each batch committed in [start_ns, end_ns]."""
+    path = run_dir / "batches.json"
+    seen = json.loads(path.read_text()) if path.exists() else {}
+    return np.array([(int(v[0]) - int(v[2])) / 1e6 for v in seen.values()
+                     if len(v) > 2 and start_ns <= int(v[0]) <= end_ns], np.float64)
 
 
 def batch_end_offsets(run_dir: Path) -> dict[int, int]:
