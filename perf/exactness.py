@@ -16,7 +16,7 @@ import numpy as np
 
 from collector.aggregate import IntervalAggregator
 from engine.formats.batch import committed_batches
-from engine.formats.log import PAYLOAD_OFFSET, LogReader, read_consumed, read_head
+from engine.formats.log import PAYLOAD_OFFSET, RECORD_BYTES, LogReader, read_consumed, read_head
 from engine.ingress.stats import read_stats
 from engine.formats.stamps import decode_figures
 from engine.rule import reference_results
@@ -30,12 +30,12 @@ _NBBO_REC = np.dtype({"names": ["type", "key", "bid", "offer"],
                       "formats": ["u1", ">u4", ">f8", ">f8"],
                       "offsets": [PAYLOAD_OFFSET + o for o in (0, NBBO_FIELDS["symbol"], NBBO_FIELDS["bid"],
                                                                 NBBO_FIELDS["offer"])],
-                      "itemsize": 64})
+                      "itemsize": RECORD_BYTES})
 _ORDER_REC = np.dtype({"names": ["side", "account", "order_id", "symbol", "key", "qty", "price"],
                        "formats": ["u1", ">u4", ("u1", (6,)), ("u1", (4,)), ">u4", ">f8", ">f8"],
                        "offsets": [PAYLOAD_OFFSET + ORDER_FIELDS[f] for f in
                                    ("side", "account", "order_id", "symbol", "symbol", "qty", "price")],
-                       "itemsize": 64})
+                       "itemsize": RECORD_BYTES})
 RESULT_FIELDS = ("side", "account", "order_id", "symbol", "qty", "price", "bid", "offer")
 
 
