@@ -146,8 +146,29 @@ def state_section(view: StateView, frame: Frame, generic: bool) -> Section:
             view, "State rows per operator (watermark delay dotted)"))})
 
 
+def losses_line(view: ExecutorView) -> html.P | None:
+    """Return the line of executors active and lost and the batches whose tasks ran again (None: no roster)."""
+    losses = view.losses
+    if losses is None:
+        return None
+    text = f"executors: {fmt_count(losses.active)} active, {losses.lost} lost"
+    if losses.last_lost:
+        text += f" (last: {losses.last_lost})"
+    if losses.retried:
+        shown = ", ".join(f"{b} ({n} failed task{'s' if n != 1 else ''})" for b, n in losses.retried[-5:])
+        more = f" and {len(losses.retried) - 5} more" if len(losses.retried) > 5 else ""
+        text += f"; batches whose tasks ran again: {shown}{more}"
+    return html.P(text, className="summary", id=f"{QUERY_EXECUTORS}-losses")
+
+
 def executors_section(view: ExecutorView | None, frame: Frame, generic: bool) -> Section:
-    """Return the Executors section: heap, GC, CPU, tasks and shuffle of the run's Spark application."""
+    """Return the Executors section: heap, GC, CPU, tasks and shuffle of the run's Spark application,
+    and the executors it lost."""
+    losses = None if view is None else losses_line(view)
+    if view is not None and not view.latest and losses is not None:     # the roster without Spark's metrics sink
+        return Section(_section(QUERY_EXECUTORS, "Executors", [
+            html.P(["Spark application ", html.Code(view.app_id)], className="summary",
+                   id=f"{QUERY_EXECUTORS}-summary"), losses]))
     if view is None or not view.latest:
         return _not_reported(QUERY_EXECUTORS, "Executors", generic,
                              "executors (Spark's metrics system, relayed by the monitor)")
@@ -164,6 +185,7 @@ def executors_section(view: ExecutorView | None, frame: Frame, generic: bool) ->
         return build
     return Section(_section(QUERY_EXECUTORS, "Executors", [
         html.P(["Spark application ", html.Code(view.app_id)], className="summary", id=f"{QUERY_EXECUTORS}-summary"),
+        *([losses] if losses is not None else []),
         table(EXECUTORS_HEADER, rows, f"{QUERY_EXECUTORS}-table")],
         note="GC time, CPU time and shuffle bytes are totals since each JVM started."),
         {f"{QUERY_EXECUTORS}-heap": chart(0), f"{QUERY_EXECUTORS}-gc": chart(1)})

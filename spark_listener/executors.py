@@ -10,9 +10,12 @@ it works with Spark's UI off) and writes:
   not counted), `lost` (executors removed while the application runs), `failed_tasks`
   (task attempts that failed, on any executor: a lost executor's running tasks count),
   `last_lost` ("<id> on <host:port>: <Spark's remove reason>", empty before any).
-- `spark_task_failures` (tags run, query), once per batch whose jobs had failed tasks
+- `spark_task_failures` (tags run, query, app), once per batch whose jobs had failed tasks
   (again when the count grows): `batch_id`, `failed_tasks`. The jobs are read only when
-  the failed tasks grew, so a healthy application costs one small call per poll.
+  the failed tasks grew or an executor was lost, and for `AFTER_LOSS_POLLS` polls after a
+  loss (the batch a lost executor's tasks belonged to ends later, and Spark may count those
+  tasks on no executor once the executor is gone), so a healthy application costs one small
+  call per poll.
 
 Like the listener, the watch never fails the job: a poll that raises is logged (once per
 kind of error) and the next one runs.
@@ -36,6 +39,7 @@ from collector.vocabulary import SPARK_EXECUTORS, SPARK_TASK_FAILURES, TAG_APP, 
 log = logging.getLogger(__name__)
 
 DRIVER = "driver"
+AFTER_LOSS_POLLS = 10
 _BATCH = re.compile(r"^batch = (\d+)$", re.M)
 
 
@@ -128,6 +132,8 @@ class ExecutorWatch:
         self.polls = 0
         self.failures = 0
         self._failed_seen = 0
+        self._lost_seen = 0
+        self._jobs_polls = 0                    # polls left that read the jobs
         self._batches: dict[tuple[str, int], int] = {}
         self._errors_logged: set[str] = set()
         self._stop = threading.Event()
@@ -142,19 +148,26 @@ class ExecutorWatch:
         store = self.sc._jsc.sc().statusStore()
         summary = summarize(read_executors(store))
         now = time.time_ns()
-        points = [Point(SPARK_EXECUTORS, {TAG_RUN: self.run, TAG_APP: self.app},
-                        {"active": summary.active, "lost": summary.lost, "failed_tasks": summary.failed_tasks,
-                         "last_lost": summary.last_lost}, now)]
-        grew, self._failed_seen = summary.failed_tasks > self._failed_seen, summary.failed_tasks
-        if grew:
+        if summary.lost > self._lost_seen:
+            self._jobs_polls = AFTER_LOSS_POLLS
+        elif summary.failed_tasks > self._failed_seen:
+            self._jobs_polls = max(self._jobs_polls, 1)
+        self._failed_seen, self._lost_seen = summary.failed_tasks, summary.lost
+        points = []
+        if self._jobs_polls > 0:
+            self._jobs_polls -= 1
             for (query, batch), n in sorted(batch_failures(read_jobs(store)).items()):
                 if self._batches.get((query, batch), 0) < n:
                     self._batches[(query, batch)] = n
-                    points.append(Point(SPARK_TASK_FAILURES, {TAG_RUN: self.run, TAG_QUERY: query},
+                    points.append(Point(SPARK_TASK_FAILURES, {TAG_RUN: self.run, TAG_QUERY: query, TAG_APP: self.app},
                                         {"batch_id": batch, "failed_tasks": n}, now))
                     log.warning("batch %d of %s: %d failed tasks, run again (executors: %d active, %d lost; "
                                 "last lost %s)", batch, query, n, summary.active, summary.lost, summary.last_lost)
-        return points
+        # a task lost with its executor may be counted on no executor: the batches' count is the floor
+        failed = max(summary.failed_tasks, sum(self._batches.values()))
+        return [Point(SPARK_EXECUTORS, {TAG_RUN: self.run, TAG_APP: self.app},
+                      {"active": summary.active, "lost": summary.lost, "failed_tasks": failed,
+                       "last_lost": summary.last_lost}, now), *points]
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):

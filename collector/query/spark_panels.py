@@ -17,7 +17,8 @@ from typing import Iterable, Sequence
 from collector.query.panels import PanelStore
 from collector.query.ranges import TimeRange, format_time
 from collector.query.series import TimeSeries
-from collector.vocabulary import RUNS, SPARK_EXECUTOR, SPARK_PROGRESS, SPARK_SOURCE, SPARK_STATE
+from collector.vocabulary import (RUNS, SPARK_EXECUTOR, SPARK_EXECUTORS, SPARK_PROGRESS, SPARK_SOURCE, SPARK_STATE,
+                                  SPARK_TASK_FAILURES)
 _EXECUTOR_FIELDS = ("heap_used_bytes", "heap_max_bytes", "gc_time_ms", "gc_count", "cpu_time_ns", "running_tasks",
                     "shuffle_read_bytes", "shuffle_write_bytes")
 
@@ -121,6 +122,16 @@ class ExecutorLatest:
 
 
 @dataclass(frozen=True)
+class ExecutorLosses:
+    """The application's executors as its driver saw them (`spark_executors`) and the batches whose tasks ran again."""
+    active: int | None
+    lost: int
+    failed_tasks: int
+    last_lost: str
+    retried: tuple[tuple[int, int], ...]      # (batch id, failed tasks), oldest first
+
+
+@dataclass(frozen=True)
 class ExecutorView:
     """An application's executors over a range: heap, GC and CPU per second, tasks, shuffle."""
     app_id: str
@@ -131,6 +142,7 @@ class ExecutorView:
     cpu_cores: list[TimeSeries]           # task CPU seconds per second
     running_tasks: list[TimeSeries]
     shuffle_bytes_per_s: list[TimeSeries]  # read + written
+    losses: ExecutorLosses | None = None   # None: the driver wrote no executor roster in the range
 
 
 def _opt_int(v) -> int | None:
@@ -333,7 +345,26 @@ class SparkPanelStore(PanelStore):
         order = sorted({ex for v in per.values() for ex in v} | {x.executor for x in latest}, key=executor_rank)
         return ExecutorView(app_id, sorted(latest, key=lambda x: executor_rank(x.executor)),
                             *(_series(per[k], order) for k in ("heap_used", "heap_max", "gc_time_ms", "cpu",
-                                                               "tasks", "shuffle")))
+                                                               "tasks", "shuffle")),
+                            losses=self._executor_losses(where, params))
+
+    def _executor_losses(self, where: str, params: dict) -> ExecutorLosses | None:
+        """Return the newest executor roster in the range and its batches with failed tasks (None: no roster)."""
+        series = self._optional(
+            f'SELECT last("active") AS "active", last("lost") AS "lost", last("failed_tasks") AS "failed_tasks", '
+            f'last("last_lost") AS "last_lost" FROM "{SPARK_EXECUTORS}" WHERE {where}; '
+            f'SELECT "batch_id", "failed_tasks" FROM "{SPARK_TASK_FAILURES}" WHERE {where}', params)
+        roster, retried = None, {}
+        for s in series:
+            for r in s.rows():
+                if "batch_id" in r:
+                    retried[int(r["batch_id"])] = max(retried.get(int(r["batch_id"]), 0), int(r["failed_tasks"]))
+                elif "lost" in r:
+                    roster = r
+        if roster is None:
+            return None
+        return ExecutorLosses(_opt_int(roster["active"]), int(roster["lost"] or 0), int(roster["failed_tasks"] or 0),
+                              str(roster["last_lost"] or ""), tuple(sorted(retried.items())))
 
 
 def executor_rank(executor: str) -> tuple[int, int, str]:

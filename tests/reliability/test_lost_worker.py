@@ -34,12 +34,15 @@ import pytest
 
 from alerts.rules import Rule
 from alerts.store import RuleStore
+from collector.query.ranges import TimeRange
+from collector.query.store import MetricsStore
 from engine.tools.generate import generate
 
 from .harness import (Proc, check_exact, drain, fleet_for, listening_sockets, log_tail, read_consumed,
                       session_members, start_ingress, start_job, start_sender, stop_gracefully, wait_until)
 from .test_cluster import _java
 from bench.spark_cluster import start_cluster
+from metrics_ui.spark_components import QUERY_EXECUTORS, Frame, executors_section
 
 RATE = 4_000                # messages/s per stream, looping over the files until the test stops the senders
 MESSAGES = 50_000           # per stream, in the files
@@ -122,7 +125,7 @@ def test_lost_worker_is_rescheduled_and_comes_back(tmp_path, influx_client):
         job = start_job(fleet, state, "--shards", 2, "--max-rows-per-batch", 10_000, master=cluster.url)
         api = _driver_api(job)
         app = _get_json(f"{api}/applications")[0]["id"]
-        t_start = time.monotonic()
+        t_start, t_start_ns = time.monotonic(), time.time_ns()
         senders = [start_sender(fleet, ports[s], f, "--rate", RATE, "--loop", "--quiet", name=f"send-{s}")
                    for s, f in (("nbbo", nbbo), ("orders", orders))]
 
@@ -218,6 +221,14 @@ def test_lost_worker_is_rescheduled_and_comes_back(tmp_path, influx_client):
     failed = _query(influx_client, 'SELECT "batch_id", "failed_tasks" FROM "spark_task_failures"')
     batches = sorted({r["batch_id"] for r in failed})
     assert batches and all(r["failed_tasks"] > 0 for r in failed), failed
+    # the job page's Executors section, from what the job wrote
+    rng = TimeRange(t_start_ns - 60 * 10**9, time.time_ns())
+    view = MetricsStore(influx_client).executor_view(app, rng, 10)
+    assert view.losses is not None and view.losses.lost == 1, view.losses
+    assert [b for b, _ in view.losses.retried] == batches
+    body = executors_section(view, Frame(rng, "r", []), generic=False).body
+    line = next(c for c in body if getattr(c, "id", None) == f"{QUERY_EXECUTORS}-losses").children
+    assert "2 active, 1 lost" in line and f"(last: {lost_id} on " in line and f": {batches[0]} (" in line, line
     events = _query(influx_client, 'SELECT "state" FROM "alert_events" WHERE "rule" = $rule',
                     {"rule": "lost-executor"})
     assert "FIRING" in [e["state"] for e in events], events
@@ -225,4 +236,4 @@ def test_lost_worker_is_rescheduled_and_comes_back(tmp_path, influx_client):
           f"{2 * RATE:,} messages/s; removed after {t_removed:.1f} s ({gone['removeReason']}), next commit after "
           f"{t_commit:.1f} s; {len(batches)} batches with failed tasks ({', '.join(map(str, batches))}); "
           f"worker back: a new executor ran tasks after {t_fresh:.1f} s; {ex.logged:,} events exact, "
-          f"{ex.logged / t_drained:,.0f} events/s over the run")
+          f"{ex.logged / t_drained:,.0f} events/s over the run\n  job page: {line}")
