@@ -19,17 +19,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from collector.histogram import COUNTS_LEN, SparseCounts, bucket_indices
-from collector.samples import STEP_CHECK, STEP_E2E, STEP_SINK, STEP_SOURCE, StepSample, decode_samples
+from collector.samples import StepSample, decode_samples
+from collector.vocabulary import (PIPELINE_NBBO as NBBO, PIPELINE_ORDERS as ORDERS, STEP_CHECK, STEP_E2E, STEP_SINK,
+                                  STEP_SOURCE)
 
 from engine.wire.fixish import ORDER_TYPE
 
 
 # What one state task records per batch: (step, pipeline, which time stamps it: 0 the
 # read, 1 the state updated, 2 the results written), in the order `stamps_samples` returns them.
-BATCH_SLOTS = ((STEP_SOURCE, "nbbo", 0), (STEP_SOURCE, "orders", 0),
-               (STEP_CHECK, "nbbo", 1), (STEP_CHECK, "orders", 1),
-               (STEP_E2E, "nbbo", 1), (STEP_E2E, "orders", 1),
-               (STEP_SINK, "orders", 2), (STEP_E2E, "orders", 2))
+BATCH_SLOTS = ((STEP_SOURCE, NBBO, 0), (STEP_SOURCE, ORDERS, 0),
+               (STEP_CHECK, NBBO, 1), (STEP_CHECK, ORDERS, 1),
+               (STEP_E2E, NBBO, 1), (STEP_E2E, ORDERS, 1),
+               (STEP_SINK, ORDERS, 2), (STEP_E2E, ORDERS, 2))
 STAMPS_MAGIC = b"MSS1"
 _STAMPS_HEAD = struct.Struct("<4sHqqqqII")   # magic, worker length, read, updated, written ns, events, runs, rejected
 
