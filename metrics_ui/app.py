@@ -76,7 +76,7 @@ class UiConfig:
 
     @classmethod
     def from_env(cls, environ=None, **overrides) -> "UiConfig":
-        """Build from `MS_INFLUX_*`, `MS_UI_*` and the alerts' variables (None: this process's), then non-None overrides."""
+        """Build from `MS_INFLUX_*`, `MS_UI_*` and the alerts' variables (None: this process's), then overrides."""
         values = {"influx": InfluxConfig.from_env(environ), "auth": AuthConfig.from_env(environ),
                   "refresh_ms": UiSettings.from_env(environ).refresh_ms, "alerts": AlertSettings.from_env(environ)}
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -14,7 +14,8 @@ from typing import Any
 
 from collector.influx import Point
 from collector.query.bench_runs import BenchStep
-from collector.vocabulary import BENCH_PROGRESS, BENCH_RUN, BENCH_STEP, PROCESS, STEP_E2E, TAG_LABEL, TAG_PROCESS, TAG_RUN, TAG_STEP
+from collector.vocabulary import (BENCH_PROGRESS, BENCH_RUN, BENCH_STEP, PROCESS, STEP_E2E, TAG_LABEL, TAG_PROCESS,
+                                  TAG_RUN, TAG_STEP)
 
 from perf.sysinfo import MachineInfo, ProcessSample
 
