@@ -73,23 +73,38 @@ class Frame:
 
 @dataclass(frozen=True)
 class Section:
-    """One section as the page draws it into its fixed frame (`section_layout`).
+    """One section as the page draws it into its frame (`section_layout`).
 
     `body` is its heading, summary and table (None: the section is left out); `charts` builds
-    each chart's figure by graph id, only when asked: an unchanged chart is neither built nor
-    sent, and a changed one goes to a graph that stays mounted, so the user's zoom, hidden
-    series and an interaction in progress survive a live refresh.
+    each chart's figure by graph id, only when asked, so an unchanged chart is neither built
+    nor sent.
     """
     body: list | None
     charts: dict[str, Callable[[], object]] = field(default_factory=dict)
 
 
 def section_layout(section: str) -> html.Div:
-    """Return a section's fixed frame: its body, then its charts, hidden until the page fills them."""
-    graphs = [dcc.Graph(id=f"{section}-{name}", figure=figures.empty_figure("", "")) for name in CHARTS[section]]
+    """Return a section's frame: its body, then its charts (made when it first has some), hidden until filled.
+
+    The charts are made once, with their first figures, and then stay mounted: later figures
+    go to them by id (`chart_graphs`), so the user's zoom, hidden series and an interaction in
+    progress survive a live refresh, and a section without charts costs the browser no render.
+    """
     return html.Div([html.Div(id=f"{section}-body"),
-                     html.Div(graphs, id=f"{section}-charts", className="grid2" if len(graphs) > 1 else None)],
+                     html.Div(id=f"{section}-charts", className="grid2" if len(CHARTS[section]) > 1 else None)],
                     id=section, style=HIDDEN)
+
+
+def chart_graphs(section: str, figs: dict[str, object], digests: dict[str, str]) -> list:
+    """Return a section's charts as graphs made with their first figures (none when it has no charts).
+
+    The digests of the figures they hold come along: the next refresh sends a chart only
+    when it changed, and a Patch only of the figure that chart holds.
+    """
+    if not figs:
+        return []
+    return [*(dcc.Graph(id=graph, figure=fig) for graph, fig in figs.items()),
+            dcc.Store(id=f"{section}-digests", data=digests)]
 
 
 def _section(section: str, title: str, body: list, note: str | None = None) -> list:

@@ -323,50 +323,99 @@ def refresh_spark_and_ingress(window, run, digests):
     return (*changed, digests, {"display": "none"} if no_ingress else None)
 
 
-_SECTION_OUTPUTS = [*(o for section in sc.SECTIONS for o in (
-    Output(section, "style"), Output(f"{section}-body", "children"), Output(f"{section}-charts", "style"))),
-    *(Output(graph, "figure") for graph in sc.SECTION_GRAPHS)]
+_BUILDERS = {sc.QUERY_SOURCES: sc.sources_section, sc.QUERY_BATCHES: sc.batches_section,
+             sc.QUERY_STATE: sc.state_section, sc.QUERY_EXECUTORS: sc.executors_section}
 
 
-@callback(*_SECTION_OUTPUTS, Output(JOB_QUERY_DIGESTS, "data"),
+def _section_view(store, section: str, run: str, window: dict):
+    """Read one section's typed view for the page's window (None: an application with no id)."""
+    status, interval, app = _status_read(window), int(window["interval"]), window.get("app")
+    if section == sc.QUERY_SOURCES:
+        return store.source_view(run, status, interval)
+    if section == sc.QUERY_BATCHES:
+        return store.query_batch_view(run, status, interval)
+    if section == sc.QUERY_STATE:
+        return store.state_view(run, status, interval)
+    return store.executor_view(app, status, interval) if isinstance(app, str) and app else None
+
+
+def _frame(window: dict) -> sc.Frame:
+    rng, _, revision, markers = _unpack(window)
+    return sc.Frame(TimeRange(*window.get("shown", rng)), revision, markers)
+
+
+@callback(*(o for section in sc.SECTIONS for o in (
+              Output(section, "style"), Output(f"{section}-body", "children"), Output(f"{section}-charts", "children"))),
+          Output(JOB_QUERY_DIGESTS, "data"),
           Input(JOB_WINDOW, "data"), State(JOB_RUN, "data"), State(JOB_QUERY_DIGESTS, "data"))
 def refresh_query(window, run, digests):
     """Reload the query's sources, batches against its trigger, stateful operators and executors for the range.
 
-    One request per section; a section without data is left out (Market Spread) or says it
-    is not reported (any other query). Each chart goes to its own mounted graph, as a Patch on
-    a refresh tick.
+    A section without data is left out (Market Spread) or says it is not reported (any other
+    query). Its charts are made here when it first has some, with their figures; their later
+    figures come from `refresh_section_charts`, to the same mounted graphs.
     """
     if not window or "empty" in window:
-        hidden = [sc.HIDDEN, None, sc.HIDDEN] * len(sc.SECTIONS)
-        return (*hidden, *[dash.no_update] * len(sc.SECTION_GRAPHS), {})
-    rng, interval, revision, markers = _unpack(window)
-    frame = sc.Frame(TimeRange(*window.get("shown", rng)), revision, markers)
-    generic, app = bool(window.get("generic")), window.get("app")
+        return (*[sc.HIDDEN, None, []] * len(sc.SECTIONS), {})
+    frame, generic = _frame(window), bool(window.get("generic"))
     try:
-        store, status = c.store(), _status_read(window)
-        views = {sc.QUERY_SOURCES: store.source_view(run, status, interval),
-                 sc.QUERY_BATCHES: store.query_batch_view(run, status, interval),
-                 sc.QUERY_STATE: store.state_view(run, status, interval),
-                 sc.QUERY_EXECUTORS: store.executor_view(app, status, interval) if isinstance(app, str) and app
-                 else None}
+        store = c.store()
+        views = {section: _section_view(store, section, run, window) for section in sc.SECTIONS}
     except InfluxError:
-        return (dash.no_update,) * (len(_SECTION_OUTPUTS) + 1)
-    builders = {sc.QUERY_SOURCES: sc.sources_section, sc.QUERY_BATCHES: sc.batches_section,
-                sc.QUERY_STATE: sc.state_section, sc.QUERY_EXECUTORS: sc.executors_section}
-    parts, charts = {}, {}
+        return (dash.no_update,) * (3 * len(sc.SECTIONS) + 1)
+    parts = {}
     for section in sc.SECTIONS:
-        view = views[section]
-        built = builders[section](view, frame, generic)
+        view, built = views[section], _BUILDERS[section](views[section], frame, generic)
+        made = tuple(built.charts)                  # which charts the section has: made again only when it changes
         parts[f"{section}:style"] = c.as_is(None if built.body is not None else sc.HIDDEN)
         parts[f"{section}:body"] = ((view, generic), lambda b=built: b.body)
-        parts[f"{section}:charts"] = c.as_is(None if built.charts else sc.HIDDEN)
-        for name in sc.CHARTS[section]:
-            graph = f"{section}-{name}"
-            charts[graph] = ((view, frame.shown, revision, markers), built.charts.get(graph, lambda: dash.no_update))
-    changed, digests = c.only_changed({**parts, **charts}, digests, patch=tuple(charts), scope="job-query",
-                                      tick=bool(window.get("tick")))
+        parts[f"{section}:charts"] = (made, lambda v=view, b=built, sec=section: _make_charts(sec, v, b, frame))
+    changed, digests = c.only_changed(parts, digests, scope="job-query")
     return (*changed, digests)
+
+
+def _chart_parts(view, built: sc.Section, frame: sc.Frame) -> dict:
+    """Return `only_changed` entries of a section's charts: each made from the view and the page's frame."""
+    return {g: ((view, frame.shown, frame.revision, frame.markers), build) for g, build in built.charts.items()}
+
+
+def _make_charts(section: str, view, built: sc.Section, frame: sc.Frame) -> list:
+    """Return a section's charts made with their figures, remembered for the next refresh's Patch."""
+    figs, digests = c.only_changed(_chart_parts(view, built, frame), None, patch=tuple(built.charts),
+                                   scope=f"job-{section}", tick=False)
+    return sc.chart_graphs(section, dict(zip(built.charts, figs)), digests)
+
+
+def _section_charts_callback(section: str) -> None:
+    """Register the callback that sends a section's later figures to its mounted charts.
+
+    Its outputs (the charts and their digests) exist only once `refresh_query` has made them,
+    and Dash calls it only then. A figure goes as a Patch on a refresh tick, else whole.
+    """
+    graphs = [f"{section}-{name}" for name in sc.CHARTS[section]]
+
+    @callback(*(Output(g, "figure") for g in graphs), Output(f"{section}-digests", "data"),
+              Input(JOB_WINDOW, "data"), State(JOB_RUN, "data"), State(f"{section}-digests", "data"),
+              prevent_initial_call=True)
+    def refresh_section_charts(window, run, digests):
+        if not window or "empty" in window:
+            return (dash.no_update,) * (len(graphs) + 1)
+        try:
+            view = _section_view(c.store(), section, run, window)
+        except InfluxError:
+            return (dash.no_update,) * (len(graphs) + 1)
+        frame = _frame(window)
+        built = _BUILDERS[section](view, frame, bool(window.get("generic")))
+        if sorted(built.charts) != sorted(graphs):      # the section lost its charts: refresh_query says so
+            return (dash.no_update,) * (len(graphs) + 1)
+        built = sc.Section(built.body, {g: built.charts[g] for g in graphs})      # in the outputs' order
+        changed, new = c.only_changed(_chart_parts(view, built, frame), digests, patch=graphs,
+                                      scope=f"job-{section}", tick=bool(window.get("tick")))
+        return (*changed, new)
+
+
+for _section in sc.SECTIONS:
+    _section_charts_callback(_section)
 
 
 @callback(Output(JOB_INTERVAL, "disabled"), Output(JOB_INTERVAL, "interval"),
@@ -376,8 +425,8 @@ def pace_job(live, refresh):
     return c.refresh_state(refresh, live)
 
 
-def _range_outputs() -> list[Output]:
-    return [Output(f"{JOB_RANGE}-{part}", prop) for part, prop in (
+def _range_outputs(duplicate: bool = False) -> list[Output]:
+    return [Output(f"{JOB_RANGE}-{part}", prop, allow_duplicate=duplicate) for part, prop in (
         ("range", "value"), ("from-date", "date"), ("from-time", "value"), ("to-date", "date"), ("to-time", "value"))]
 
 
@@ -387,8 +436,14 @@ def _zoom(*relayouts):
     return (dash.no_update,) * 5 if picked is None else (RANGE_CUSTOM, *picked)
 
 
-zoom_job = callback(*_range_outputs(), *[Input(g, "relayoutData") for g in (*TIME_GRAPHS, *sc.SECTION_GRAPHS)],
+zoom_job = callback(*_range_outputs(), *[Input(g, "relayoutData") for g in TIME_GRAPHS],
                     prevent_initial_call=True)(_zoom)
+
+
+# The query's sections make their charts only when they have data: a zoom callback per chart, as a
+# callback waits for all its inputs to exist and a section the page left out would hold back the others.
+for _graph in sc.SECTION_GRAPHS:
+    callback(*_range_outputs(duplicate=True), Input(_graph, "relayoutData"), prevent_initial_call=True)(_zoom)
 
 
 clientside_callback(c.URL_SYNC_JS, Output(JOB_URL, "data"), *c.url_sync_inputs(JOB_RANGE))
