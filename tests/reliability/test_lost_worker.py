@@ -88,17 +88,21 @@ def _signal(pids: list[int], sig: int) -> None:
 
 
 def _driver_api(job: Proc) -> str:
-    """The driver's REST API base URL: the one port of the job's processes that answers it."""
-    socks = [s for pid in session_members(job.popen.pid) for s in listening_sockets(pid)]
-    for addr, port in sorted(socks, key=lambda s: not 4040 <= s[1] < 4100):     # Spark's UI ports first
-        host = addr.removeprefix("::ffff:")
-        host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-        try:
-            _get_json(f"http://{host}:{port}/api/v1/applications")
-            return f"http://{host}:{port}/api/v1"
-        except (OSError, ValueError, http.client.HTTPException):
-            continue
-    raise AssertionError("the driver's UI (MS_SPARK_UI=true) answers on none of the job's ports")
+    """The driver's REST API base URL: its UI's port, 4040 or one of Spark's 16 retries above it."""
+    def probe():
+        socks = [s for pid in session_members(job.popen.pid) for s in listening_sockets(pid)]
+        for addr, port in socks:
+            if not 4040 <= port <= 4056:
+                continue
+            host = addr.removeprefix("::ffff:")
+            host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+            try:
+                _get_json(f"http://{host}:{port}/api/v1/applications")
+                return f"http://{host}:{port}/api/v1"
+            except (OSError, ValueError, http.client.HTTPException):
+                continue
+        return None
+    return wait_until(probe, 60, "the driver's UI (MS_SPARK_UI=true) to answer", [job], interval=0.5)
 
 
 def _query(client, q: str, params: dict | None = None) -> list[dict]:
@@ -185,11 +189,15 @@ def test_lost_worker_is_rescheduled_and_comes_back(tmp_path, influx_client):
         fleet.procs.append(Proc("worker-0-again", p, log))
         t_back = time.monotonic()
 
+        up: list[float] = []
+
         def new_executor_busy():
             ex = [e for e in _get_json(f"{api}/applications/{app}/allexecutors")
                   if e["id"] not in ("driver", *(b["id"] for b in before)) and e["isActive"]]
+            if ex and not up:
+                up.append(time.monotonic() - t_back)
             return ex[0] if ex and ex[0]["completedTasks"] > 0 else None
-        fresh = wait_until(new_executor_busy, 90, "a new executor on the restarted worker to run tasks",
+        fresh = wait_until(new_executor_busy, 120, "a new executor on the restarted worker to run tasks",
                            [job, fleet.procs[-1]])
         t_fresh = time.monotonic() - t_back
         masters = _get_json(f"{master_ui}/json/")
@@ -235,5 +243,6 @@ def test_lost_worker_is_rescheduled_and_comes_back(tmp_path, influx_client):
     print(f"\nFIGURES lost worker: executor {lost_id} (and {len(python)} Python processes) killed under "
           f"{2 * RATE:,} messages/s; removed after {t_removed:.1f} s ({gone['removeReason']}), next commit after "
           f"{t_commit:.1f} s; {len(batches)} batches with failed tasks ({', '.join(map(str, batches))}); "
-          f"worker back: a new executor ran tasks after {t_fresh:.1f} s; {ex.logged:,} events exact, "
+          f"worker started again: its new executor registered after {up[0]:.1f} s and completed a task after "
+          f"{t_fresh:.1f} s; {ex.logged:,} events exact, "
           f"{ex.logged / t_drained:,.0f} events/s over the run\n  job page: {line}")
