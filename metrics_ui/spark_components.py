@@ -162,9 +162,10 @@ def state_section(view: StateView, frame: Frame, generic: bool) -> Section:
 
 
 def losses_line(view: ExecutorView) -> html.P | None:
-    """Return the line of executors active and lost and the batches whose tasks ran again (None: no roster)."""
+    """Return the line of executors active and lost and the batches whose tasks ran again (None: no roster,
+    or nothing to say: `local[*]` has no executors but the driver)."""
     losses = view.losses
-    if losses is None:
+    if losses is None or not (losses.active or losses.lost or losses.retried):
         return None
     text = f"executors: {fmt_count(losses.active)} active, {losses.lost} lost"
     if losses.last_lost:

@@ -34,6 +34,7 @@ from collector.settings import default_state_dir
 from collector.task_spool import SpoolBatch, collect_batch_figures, collect_unbatched, default_spool_dir, sweep
 from collector.vocabulary import LATENCY_UNCOUNTED, TAG_PIPELINE, TAG_RUN, TAG_STEP
 
+from spark_listener.executors import ExecutorWatch
 from spark_listener.latency import declared_steps
 from spark_listener.listener import SparkMetricsListener
 from spark_listener.records import BatchProgress
@@ -103,6 +104,7 @@ class SparkMonitor:
         self._listener: SparkMetricsListener | None = None
         self._relay: GraphiteRelay | None = None
         self._relay_writer = None                      # an adopted relay's own writer, closed with it
+        self._executors: ExecutorWatch | None = None   # the application's executors, lost ones too
         self._aggregators: dict[tuple[str, str], IntervalAggregator] = {}   # (run, query) -> intervals
         self._lock = threading.Lock()
         self.unreadable = 0                               # task sample files or lines skipped
@@ -137,10 +139,14 @@ class SparkMonitor:
         self._listener = SparkMetricsListener(self._run_tag, self._writer, query_info_fn=self._query_info,
                                               batch_hook=self._batch_points, query_status=True).start()
         self.spark.streams.addListener(self._listener)
+        self._executors = ExecutorWatch(self.spark.sparkContext, self.run, self._writer).start()
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
         """Convert what is queued, write the last intervals, stop the relay and close the writer."""
+        executors, self._executors = self._executors, None
+        if executors is not None:
+            executors.stop()
         listener, self._listener = self._listener, None
         if listener is not None:
             listener.flush(timeout)
