@@ -13,7 +13,7 @@ from engine.formats.log import LogWriter, segment_firsts
 from engine.formats.shard_files import delete_shard_segments
 from engine.formats.batch import retained_from, batch_dir
 from marketspread.retention_worker import RetentionWorker
-from tests.engine.storage.test_retention import _commit, _write_batch
+from tests.marketspread.test_retention_worker import _commit, _write_batch
 
 
 def _outside(tmp_path: Path) -> Path:
