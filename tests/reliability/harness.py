@@ -208,7 +208,7 @@ def send_outcome(port: int, data: bytes, timeout: float = 60) -> str:
     """Send to the ingress, half-close, wait for its answer: 'acked' (a clean close) or 'reset'.
 
     The ingress closes cleanly only after the commit that made all of it durable; it
-    resets a connection whose bytes it could not store (README, "Reliability").
+    resets a connection whose bytes it could not store (docs/RELIABILITY.md).
     """
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
