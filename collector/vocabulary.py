@@ -35,9 +35,10 @@ BENCH_RUN = "bench_run"                     # a performance-test run's summary
 BENCH_STEP = "bench_step"                   # its steps' merged histograms
 BENCH_PROGRESS = "bench_progress"           # its events processed and ingested, per second
 PROCESS = "process"                         # its processes' CPU and memory, per second
+JOB_RESCALE = "job_rescale"                 # a job's checkpoint re-partitioned to another shard count
 MEASUREMENTS = (LATENCY, LATENCY_UNCOUNTED, INGRESS, INGRESS_BAD, BACKPRESSURE, RUNS, SPARK_PROGRESS,
                 SPARK_SOURCE, SPARK_STATE, SPARK_EXECUTOR, SPARK_EXECUTORS, SPARK_TASK_FAILURES, ALERT_EVENTS,
-                ALERT_NOTIFICATIONS, BENCH_RUN, BENCH_STEP, BENCH_PROGRESS, PROCESS)
+                ALERT_NOTIFICATIONS, BENCH_RUN, BENCH_STEP, BENCH_PROGRESS, PROCESS, JOB_RESCALE)
 
 # -- tags ------------------------------------------------------------------------------------
 TAG_RUN = "run"
@@ -65,6 +66,13 @@ FIELD_MAX = "max"
 FIELD_MEAN = "mean"
 #: (field, percentile) written with each interval, Wallaroo's percentiles.
 PERCENTILE_FIELDS = (("p50", 50.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9), ("p9999", 99.99))
+
+# -- fields of `job_rescale` -----------------------------------------------------------------
+FIELD_FROM_SHARDS = "from_shards"
+FIELD_TO_SHARDS = "to_shards"
+FIELD_BATCH_ID = "batch_id"                 # the last committed batch the state was taken at (-1: none)
+FIELD_SYMBOLS = "symbols"
+FIELD_SECONDS = "seconds"
 
 # -- steps and pipelines ---------------------------------------------------------------------
 STEP_INGRESS = "ingress"

@@ -8,6 +8,10 @@ from typing import Mapping
 from collector.settings import default_state_dir, env_values
 
 
+SHARD_STATE = "shard-state"               # the shards' symbol tables, inside the checkpoint folder
+MAX_SHARDS = 1024                         # a task, a state folder and a shard file each
+
+
 @dataclass(frozen=True)
 class Config:
     """Settings of ingress, job and sink; safe single-machine defaults.
@@ -23,7 +27,8 @@ class Config:
     resume_backlog: int = 1_000_000       # ... and when it listens again
     fsync: bool = True
     master: str = "local[*]"
-    # symbol shards = tasks of the stateful stage; fixed by the checkpoint. One measured best
+    # symbol shards = tasks of the stateful stage; a restart with another count re-partitions the
+    # checkpoint's symbol tables (engine/spark/rescale.py). One measured best
     # on a 2-core machine (docs/PERFORMANCE.md, "Design decisions": "One shard by default");
     # on a cluster, one per executor core for the job.
     shards: int = 1
@@ -73,7 +78,7 @@ class Config:
     @property
     def shard_state_dir(self) -> Path:
         """Each shard's state snapshots (engine/spark/shard_state.py), with the checkpoint."""
-        return self.checkpoint_dir / "shard-state"
+        return self.checkpoint_dir / SHARD_STATE
 
     @property
     def deadletter_path(self) -> Path:

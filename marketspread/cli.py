@@ -9,7 +9,7 @@ from pathlib import Path
 
 from collector.settings import env_is_set
 from engine.config import Config
-from engine.spark.checkpoint import settle_shards
+from engine.spark.checkpoint import check_shards, settle_shards
 from marketspread.version import version
 
 
@@ -17,7 +17,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("common (also MS_<NAME> environment variables)")
     g.add_argument("--state-dir", type=Path, help="state folder (default .state/, MS_STATE_DIR)")
     g.add_argument("--master", help="Spark master URL (default local[*], e.g. spark://host:7077)")
-    g.add_argument("--shards", type=int, help="symbol shards = tasks of the stateful stage (default 1; fixed per checkpoint)")
+    g.add_argument("--shards", type=int, help="symbol shards = tasks of the stateful stage (default 1, else the checkpoint's; "
+                        "another count re-partitions the checkpoint's state)")
     g.add_argument("--host", help="ingress bind address (default 127.0.0.1)")
     g.add_argument("--nbbo-port", type=int, help="NBBO ingress port (default 7001)")
     g.add_argument("--orders-port", type=int, help="orders ingress port (default 7002)")
@@ -57,6 +58,7 @@ def config_from(args: argparse.Namespace) -> Config:
             "results_retention_bytes", "log_retention", "checkpoint_batches", "count_bytes_read")
     over = {k: getattr(args, k, None) for k in keys}
     cfg = Config.from_env(**over)
+    check_shards(cfg.shards)
     if over.get("max_backlog") is not None:
         cfg = replace(cfg, resume_backlog=cfg.max_backlog // 2)
     return cfg
@@ -93,7 +95,26 @@ def _cmd_job(args) -> int:
     from alerts.settings import AlertSettings  # lazy: as above
     cfg = _job_config(args)
     return run_job(cfg, duration=args.duration, forward=args.forward, influx=_influx(),
-                   alerts=AlertSettings.from_env(state_dir=cfg.state_dir))
+                   alerts=AlertSettings.from_env(state_dir=cfg.state_dir), rescale_pause=args.pause_rescale_at)
+
+
+def _cmd_rescale(args) -> int:
+    from marketspread.runner import rescale_offline  # lazy: a command's own module
+    cfg = config_from(args)
+    if not _shards_given(args):
+        raise ValueError("rescale needs --shards (the count to re-partition the checkpoint's state to)")
+    done = rescale_offline(cfg, pause=args.pause_rescale_at)
+    for r in done:
+        print(f"rescaled {cfg.checkpoint_dir} from {r.from_shards} to {r.to_shards} shards at batch {r.batch}: "
+              f"{r.symbols} symbols in {r.seconds:.2f} s")
+    if not done:
+        print(f"{cfg.checkpoint_dir} has {cfg.shards} shards already (or no batch yet): nothing to do")
+    return 0
+
+
+def _add_pause(p: argparse.ArgumentParser) -> None:
+    # For the crash tests only: stop (sleep until killed) at a point of a rescale.
+    p.add_argument("--pause-rescale-at", metavar="POINT", help=argparse.SUPPRESS)
 
 
 def _cmd_replay(args) -> int:
@@ -160,7 +181,7 @@ def _tool_module(name: str):
 
 def _chosen(argv: list[str]) -> str | None:
     """The subcommand named on the command line (the first word that is one), None if none is."""
-    names = {"ingress", "job", "replay", "jvm-archive", "results", "demo", "bench", *(n for n, _ in _TOOLS)}
+    names = {"ingress", "job", "rescale", "replay", "jvm-archive", "results", "demo", "bench", *(n for n, _ in _TOOLS)}
     return next((a for a in argv if a in names), None)
 
 
@@ -186,7 +207,14 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                    help="count the bytes the tasks read and log bytes/event at stop (each task's update "
                         "is unpickled by the driver's Python, which the metrics threads share)")
     _add_retention(p)
+    _add_pause(p)
     p.set_defaults(func=_cmd_job)
+
+    p = sub.add_parser("rescale", help="re-partition a stopped job's checkpoint to --shards N (the job "
+                                       "does it itself when started with another --shards)")
+    _add_common(p)
+    _add_pause(p)
+    p.set_defaults(func=_cmd_rescale)
 
     p = sub.add_parser("replay", help="replay fixish files through ingress and the job, write results")
     _add_common(p)

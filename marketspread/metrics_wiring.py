@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,10 +18,15 @@ from collector.histogram import SparseCounts, bucket_indices
 from collector.influx import InfluxClient, InfluxConfig, InfluxWriter, Point
 from collector.points import latency_point
 from collector.samples import StepSample, worker_name
-from collector.vocabulary import INGRESS, INGRESS_BAD, MARKET_SPREAD_STEPS as STEPS, STEP_INGRESS, TAG_REASON, TAG_RUN
+from collector.vocabulary import (FIELD_BATCH_ID, FIELD_FROM_SHARDS, FIELD_SECONDS, FIELD_SYMBOLS, FIELD_TO_SHARDS,
+                                  INGRESS, INGRESS_BAD, JOB_RESCALE, MARKET_SPREAD_STEPS as STEPS, STEP_INGRESS,
+                                  TAG_REASON, TAG_RUN)
 
 from engine.formats.log import read_head
 from engine.ingress.stats import read_stats
+
+if TYPE_CHECKING:                        # the ingress process imports this module too: no Spark-side imports
+    from engine.spark.rescale import Rescale
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +44,13 @@ def open_writer(state_dir: Path, name: str, influx: InfluxConfig, background: bo
                           background=background, interval=cfg.flush_s).start()
     log.info("metrics -> %s database %s (spool %s)", cfg.url, cfg.db, writer.spool_dir)
     return writer
+
+
+def rescale_point(run: str, r: "Rescale") -> Point:
+    """The point that marks a re-partition of the job's checkpoint (the dashboard's marker)."""
+    return Point(JOB_RESCALE, {TAG_RUN: run},
+                 {FIELD_FROM_SHARDS: r.from_shards, FIELD_TO_SHARDS: r.to_shards, FIELD_BATCH_ID: r.batch,
+                  FIELD_SYMBOLS: r.symbols, FIELD_SECONDS: round(r.seconds, 3)}, r.ended_ns)
 
 
 class IngressMetrics:

@@ -18,14 +18,16 @@ from engine.formats.log import read_consumed, read_head
 from engine.output.forwarder import ResultForwarder
 from engine.output.metrics_shipper import MetricsShipper, run_id_for
 from engine.formats.batch import BATCHES
-from engine.spark.checkpoint import lost_checkpoint
+from engine.spark.checkpoint import hold_checkpoint, lost_checkpoint, release_checkpoint
+from engine.spark.rescale import PAUSE_POINTS, Rescale, settle_rescale
 from engine.spark.job import start_query, stop_query
 from engine.spark.session import build_session
 from engine.storage.diskspace import describe_free, full_path, is_disk_full
 from engine.storage.retention import RetentionPolicy
 from marketspread.retention_worker import RetentionWorker
 from engine.storage.safe_delete import refuse_linked_folders
-from marketspread.metrics_wiring import attach_listener, detach_listener, open_writer, watch_executors
+from marketspread.metrics_wiring import (attach_listener, detach_listener, open_writer, rescale_point,
+                                         watch_executors)
 from marketspread.progress import ConsumedOffsetListener
 
 log = logging.getLogger(__name__)
@@ -64,8 +66,33 @@ def remove_unfinished_checkpoint_writes(checkpoint_dir: str | os.PathLike) -> li
     return removed
 
 
+def _pauser(point: str | None):
+    """The rescale's pause hook for `--pause-rescale-at POINT` (crash tests): sleep there until killed."""
+    if point is None:
+        return None
+    if point not in PAUSE_POINTS:
+        raise ValueError(f"--pause-rescale-at takes one of {', '.join(PAUSE_POINTS)}, not {point!r}")
+
+    def pause(at: str) -> None:
+        if at == point:
+            log.warning("rescale paused at %s (--pause-rescale-at)", at)
+            threading.Event().wait()
+    return pause
+
+
+def rescale_offline(cfg: Config, pause: str | None = None) -> list[Rescale]:
+    """Re-partition a stopped job's checkpoint to `cfg.shards` (`marketspread rescale`); return what was done."""
+    refuse_linked_folders([cfg.out_dir, cfg.out_dir / BATCHES, cfg.checkpoint_dir, cfg.shard_state_dir])
+    hook = _pauser(pause)
+    lock = hold_checkpoint(cfg.checkpoint_dir)
+    try:
+        return settle_rescale(cfg, hook)
+    finally:
+        release_checkpoint(lock)
+
+
 def run_job(cfg: Config, duration: float | None = None, forward: str | None = None, *,
-            influx: InfluxConfig, alerts: AlertSettings) -> int:
+            influx: InfluxConfig, alerts: AlertSettings, rescale_pause: str | None = None) -> int:
     """Serve the Market Spread query until SIGTERM/SIGINT or `duration`; return exit code.
 
     With metrics on, they go to `influx` and the alert rules of `alerts` are evaluated
@@ -76,7 +103,7 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
     written, so the restarted job redoes that batch and its results are exact.
     """
     try:
-        return _run_job(cfg, duration, forward, influx, alerts)
+        return _run_job(cfg, duration, forward, influx, alerts, _pauser(rescale_pause))
     except DiskFull:
         raise
     except Exception as e:
@@ -86,10 +113,22 @@ def run_job(cfg: Config, duration: float | None = None, forward: str | None = No
 
 
 def _run_job(cfg: Config, duration: float | None, forward: str | None, influx: InfluxConfig,
-             alerts_settings: AlertSettings) -> int:
+             alerts_settings: AlertSettings, pause) -> int:
     refuse_linked_folders([cfg.log_dir, cfg.out_dir, cfg.out_dir / BATCHES, cfg.checkpoint_dir, cfg.shard_state_dir])
     if (lost := lost_checkpoint(cfg)) is not None:
         raise ValueError(lost)
+    lock = hold_checkpoint(cfg.checkpoint_dir)
+    try:
+        # Before the query plans a batch: a new --shards re-partitions the state, or finishes a
+        # re-partition a crash cut short (engine/spark/rescale.py).
+        rescales = settle_rescale(cfg, pause)
+        return _serve(cfg, duration, forward, influx, alerts_settings, rescales)
+    finally:
+        release_checkpoint(lock)
+
+
+def _serve(cfg: Config, duration: float | None, forward: str | None, influx: InfluxConfig,
+           alerts_settings: AlertSettings, rescales: list[Rescale]) -> int:
     cfg.log_dir.mkdir(parents=True, exist_ok=True)
     if removed := remove_unfinished_checkpoint_writes(cfg.checkpoint_dir):
         log.info("removed %d unfinished checkpoint writes (a full disk or a crash left them): %s",
@@ -104,6 +143,7 @@ def _run_job(cfg: Config, duration: float | None, forward: str | None, influx: I
     if cfg.metrics:
         run = run_id_for(cfg.state_dir)
         writer = open_writer(cfg.state_dir, "job", influx, background=True)
+        writer.add([rescale_point(run, r) for r in rescales])
         shipper = MetricsShipper(cfg.out_dir, run, writer, tasks=cfg.shards).start()
         listener = attach_listener(spark, run, writer, cfg.log_dir, cfg.shard_state_dir)
         executors = watch_executors(spark, run, writer)

@@ -28,7 +28,7 @@ class MissingState(RuntimeError):
     """The snapshot a batch needs is not there (a checkpoint of another version, or damaged)."""
 
 
-def _path(folder: str, shard: int, batch: int) -> Path:
+def _path(folder: str | os.PathLike, shard: int, batch: int) -> Path:
     return Path(folder) / str(shard) / f"{batch}.state"
 
 
@@ -103,6 +103,16 @@ def save(folder: str, shard: int, batch: int, state: ShardState, retain: int) ->
     temp file of a process that died mid-write): the folder holds at most `retain` + 1.
     """
     first = (folder, shard) not in _CACHE
+    write_snapshot(folder, shard, batch, state)
+    _CACHE[(folder, shard)] = (batch, state)
+    if first:
+        sweep(folder, shard, batch, retain)
+    elif batch >= retain:
+        _path(folder, shard, batch - retain).unlink(missing_ok=True)
+
+
+def write_snapshot(folder: str | os.PathLike, shard: int, batch: int, state: ShardState) -> None:
+    """Write the state after `batch` durably (temp file, fsync, rename, fsync the folder)."""
     path = _path(folder, shard, batch)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:                                 # no mkdir per batch: even a failing one locks the parent
@@ -122,11 +132,6 @@ def save(folder: str, shard: int, batch: int, state: ShardState, retain: int) ->
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
-    _CACHE[(folder, shard)] = (batch, state)
-    if first:
-        sweep(folder, shard, batch, retain)
-    elif batch >= retain:
-        _path(folder, shard, batch - retain).unlink(missing_ok=True)
 
 
 def sweep(folder: str, shard: int, batch: int, retain: int) -> int:

@@ -181,14 +181,8 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(tmp_path):
     got = result_tuples(frames[np.argsort(side[:, 0], kind="stable")])
     assert kills == 3
     assert got == reference_results(msgs)
-    # The checkpoint fixes the shard count: another one given explicitly is refused, clearly.
-    fixed = recorded_shards(cfg.checkpoint_dir)
-    assert fixed == cfg.shards
-    other = subprocess.run([sys.executable, "-m", "marketspread", "job", "--state-dir", str(state),
-                            "--shards", str(fixed + 1), "--duration", "1"],
-                           cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
-                           text=True, timeout=120)
-    assert other.returncode == 2 and f"was made with --shards {fixed}" in other.stderr, other.stderr
+    # The checkpoint keeps its shard count (another one re-partitions it: tests/reliability/test_rescale.py).
+    assert recorded_shards(cfg.checkpoint_dir) == cfg.shards
 
 
 def test_shard_keys_land_each_shard_in_its_own_spark_partition(spark):
