@@ -31,7 +31,7 @@ from alerts.store import RuleStore
 from collector.influx import InfluxClient, InfluxConfig
 from collector.settings import env_values
 
-from metrics_ui import alerts_banner, components, compress, http_guard
+from metrics_ui import alerts_banner, components, compress, http_guard, plotly_bundle
 from metrics_ui.auth import AuthConfig, check_bind
 from metrics_ui.auth import install as install_auth
 from metrics_ui.serve import ServeConfig, serve
@@ -94,6 +94,7 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
     http_guard.install(server, http_guard.allowed_hosts(config.bind_host, config.auth.allowed_hosts))
     install_auth(server, config.auth)
     compress.install(server)
+    basic_plotly = plotly_bundle.install(server)
     metrics = MetricsStore(InfluxClient(config.influx))
     server.extensions[components.EXTENSION] = metrics
     server.extensions[EXPORT_EXTENSION] = metrics
@@ -108,6 +109,8 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
     app = Dash("metrics_ui", server=server, use_pages=True, pages_folder=str(PAGES_DIR),
                assets_folder=str(STATIC_DIR), title=config.title, update_title=None,
                suppress_callback_exceptions=True)
+    if basic_plotly:
+        app.index_string = app.index_string.replace("{%css%}", "{%css%}\n        " + plotly_bundle.preload_link(), 1)
     app.layout = html.Div([
         html.Header([dcc.Link(config.title, href="/", className="brand"),
                      dcc.Link("Runs", href="/", className="nav"),

@@ -71,3 +71,19 @@ def test_top_navigation_offers_runs_compare_and_alerts():
     header = layout["props"]["children"][0]["props"]["children"]
     nav = {c["props"]["children"]: c["props"]["href"] for c in header if c["props"].get("className") == "nav"}
     assert nav == {"Runs": "/", "Compare": "/compare", "Alerts": "/alerts"}
+
+
+def test_charts_get_plotly_basic_bundle_preloaded():
+    """dcc.Graph's plotly.js address answers with the vendored basic bundle (scatter, bar), gzipped, preloaded."""
+    from metrics_ui import plotly_bundle
+    app = create_app(UiConfig(influx=InfluxConfig(url=f"http://127.0.0.1:{free_port()}", db="none")))
+    client = app.server.test_client()
+    assert plotly_bundle.preload_link() in client.get("/").get_data(as_text=True)
+    packed = client.get(plotly_bundle.PLOTLY_PATH, headers={"Accept-Encoding": "gzip"})
+    assert packed.status_code == 200 and packed.headers["Content-Encoding"] == "gzip"
+    script = gzip.decompress(packed.data)
+    assert f"plotly.js (basic - minified) v{plotly_bundle.VERSION}".encode() in script[:200]
+    assert b"window.Plotly = Plotly" in script
+    assert client.get(plotly_bundle.PLOTLY_PATH).data == script            # a client that refuses gzip
+    again = client.get(plotly_bundle.PLOTLY_PATH, headers={"If-None-Match": packed.headers["ETag"]})
+    assert again.status_code == 304 and not again.data

@@ -1,0 +1,68 @@
+"""plotly.js for the dashboard: the official "basic" bundle (scatter, bar, pie), fetched as the page starts.
+
+Every chart here is a scatter or a bar trace. Dash's dcc.Graph loads plotly.js from one fixed
+address (`PLOTLY_PATH`) when the first graph mounts, unless `window.Plotly` exists, and Dash
+serves there plotly.py's whole bundle: 4.8 MB with every trace type, which a browser spends
+0.3-0.8 s evaluating on each page load, before any chart is drawn. This module answers that
+address with plotly.js's partial "basic" bundle (`plotly.js-basic-dist-min`, MIT, the same
+plotly.js version plotly.py ships: 1.2 MB, kept gzipped in `vendor/`), and the page's head
+preloads it, so its download overlaps the page's first callbacks instead of following them.
+When plotly.py's plotly.js is another version than the vendored one, Dash's own bundle is
+served as before (a newer plotly.py may write figures the older bundle cannot draw).
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import logging
+from pathlib import Path
+
+from flask import Flask, Response, request
+
+from metrics_ui.compress import accepts_gzip
+
+log = logging.getLogger(__name__)
+
+VERSION = "4.1.1"
+BUNDLE = Path(__file__).resolve().parent / "vendor" / f"plotly-basic-{VERSION}.min.js.gz"
+PLOTLY_PATH = "/_dash-component-suites/plotly/package_data/plotly.min.js"    # where dcc.Graph looks
+MAX_AGE_S = 3600           # the address has no fingerprint: revalidated (ETag) after an hour
+
+
+def usable() -> bool:
+    """True if the vendored bundle is there and of plotly.py's plotly.js version."""
+    from plotly.offline import get_plotlyjs_version
+    return BUNDLE.is_file() and get_plotlyjs_version() == VERSION
+
+
+def preload_link(prefix: str = "/") -> str:
+    """Return the `<link>` that starts plotly.js's download with the page's own scripts."""
+    return f'<link rel="preload" href="{prefix.rstrip("/")}{PLOTLY_PATH}" as="script">'
+
+
+def install(server: Flask, prefix: str = "/") -> bool:
+    """Serve the basic bundle at dcc.Graph's plotly.js address; return False (Dash's bundle stays) if unusable."""
+    if not usable():
+        log.warning("plotly.js %s bundle not usable (%s): charts load Dash's whole plotly.js", VERSION, BUNDLE)
+        return False
+    packed = BUNDLE.read_bytes()
+    etag = hashlib.blake2b(packed, digest_size=12).hexdigest()
+    path = prefix.rstrip("/") + PLOTLY_PATH
+    plain: list[bytes] = []           # unpacked on first use by a client that refuses gzip
+
+    @server.before_request
+    def _plotly():
+        if request.path != path or request.method not in ("GET", "HEAD"):
+            return None
+        headers = {"Cache-Control": f"public, max-age={MAX_AGE_S}", "ETag": f'"{etag}"', "Vary": "Accept-Encoding"}
+        if request.if_none_match.contains(etag):
+            return Response(status=304, headers=headers)
+        if accepts_gzip(request.headers.get("Accept-Encoding")):
+            body, headers["Content-Encoding"] = packed, "gzip"
+        else:
+            if not plain:
+                plain.append(gzip.decompress(packed))
+            body = plain[0]
+        return Response(body, mimetype="application/javascript", headers=headers)
+
+    return True
