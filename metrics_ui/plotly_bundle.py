@@ -18,6 +18,7 @@ import logging
 from pathlib import Path
 
 from flask import Flask, Response, request
+from plotly.offline import get_plotlyjs_version
 
 from metrics_ui.compress import accepts_gzip
 
@@ -31,7 +32,6 @@ MAX_AGE_S = 3600           # the address has no fingerprint: revalidated (ETag) 
 
 def usable() -> bool:
     """True if the vendored bundle is there and of plotly.py's plotly.js version."""
-    from plotly.offline import get_plotlyjs_version
     return BUNDLE.is_file() and get_plotlyjs_version() == VERSION
 
 
