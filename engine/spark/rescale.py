@@ -99,6 +99,9 @@ def settle_rescale(cfg: Config, pause: Callable[[str], None] | None = None) -> l
     if current is not None and current != cfg.shards:
         batch = max(committed_batches(cfg.checkpoint_dir), default=-1)
         journal = _Journal(current, cfg.shards, batch)
+        # Read and split once before anything changes: a state it cannot read or split (a
+        # missing or foreign snapshot) is refused with the checkpoint as it was.
+        split_states(_old_states(cfg.shard_state_dir, journal), journal.to_shards)
         _write_durably(cfg.checkpoint_dir / JOURNAL, json.dumps(journal._asdict()))
         done.append(_run(cfg, journal, pause))
     return done
@@ -147,8 +150,7 @@ def _drop_uncommitted(out_dir: Path, batch: int) -> None:
 
 def _build(cur: Path, nxt: Path, j: _Journal) -> None:
     """Write the new tables as of batch `j.batch` into `nxt`, its count file last."""
-    # Each old shard's newest snapshot up to the batch; none at all only before the first commit.
-    old = [shard_state.load(str(cur), shard, j.batch + 1) for shard in range(j.from_shards)] if j.batch >= 0 else []
+    old = _old_states(cur, j)
     nxt.mkdir(parents=True)
     if (cur / shard_state.GENESIS).exists():      # a query with no committed batch yet starts empty
         (nxt / shard_state.GENESIS).touch()
@@ -157,6 +159,13 @@ def _build(cur: Path, nxt: Path, j: _Journal) -> None:
             shard_state.write_snapshot(nxt, shard, j.batch, state)
     fsync_dir(nxt)
     _write_durably(nxt / SHARDS_FILE, f"{j.to_shards}\n")
+
+
+def _old_states(cur: Path, j: _Journal) -> list[ShardState]:
+    """Each old shard's newest snapshot up to the journal's batch (none before the first commit)."""
+    if j.batch < 0:
+        return []
+    return [shard_state.load(str(cur), shard, j.batch + 1) for shard in range(j.from_shards)]
 
 
 def _read_journal(checkpoint_dir: Path) -> _Journal | None:

@@ -211,3 +211,14 @@ def test_rescale_needs_shards_and_a_journal_it_cannot_read_is_refused(tmp_path, 
     (cfg.checkpoint_dir / JOURNAL).write_text("{")
     with pytest.raises(ValueError, match="not a rescale journal"):
         settle_rescale(replace(cfg, shards=3))
+
+
+def test_a_state_it_cannot_read_is_refused_before_anything_changes(tmp_path):
+    cfg = _checkpoint(tmp_path, 3)
+    for f in (cfg.shard_state_dir / "1").iterdir():         # shard 1's snapshots lost
+        f.unlink()
+    (cfg.shard_state_dir / shard_state.GENESIS).unlink()
+    before = _tree(cfg.state_dir)
+    with pytest.raises(shard_state.MissingState, match="no state of shard 1 before batch 4"):
+        settle_rescale(replace(cfg, shards=2))
+    assert _tree(cfg.state_dir) == before and not pending(cfg)
