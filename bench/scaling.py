@@ -309,13 +309,14 @@ def ingest(fleet: Fleet, run_dir: Path, shards: int, data: tuple[Path, Path], st
                           round(per_million(ing_cpu, head), 3), round(send_cpu, 3), *(fs or (None,) * 7))
 
 
-def spark_conf_dir(run_dir: Path) -> Path:
-    """Write a spark-defaults.conf turning Spark's event log on, into the run's folder; return the folder."""
+def spark_conf_dir(run_dir: Path, event_log: bool = True) -> Path:
+    """Write a spark-defaults.conf turning Spark's event log on (or leaving it off) into the run's folder."""
     conf, events = run_dir / "spark-conf", run_dir / "eventlog"
     conf.mkdir(parents=True, exist_ok=True)
     events.mkdir(parents=True, exist_ok=True)
     (conf / "spark-defaults.conf").write_text(
-        f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\nspark.eventLog.compress false\n")
+        f"spark.eventLog.enabled {str(event_log).lower()}\nspark.eventLog.dir file://{events}\n"
+        "spark.eventLog.compress false\n")
     return conf
 
 
@@ -336,12 +337,12 @@ def ingress_alone(state: Path, shards: int, data: tuple[Path, Path], strace: str
 
 
 def run_config(shards: int, workers: list[Proc], url: str, data: tuple[Path, Path], events: int, run_dir: Path,
-               max_rows: int, strace: str | None) -> ScalingRun:
+               max_rows: int, strace: str | None, event_log: bool = True) -> ScalingRun:
     """Ingest the input, then drain it with a job of `shards` shards on the cluster; measure; check it."""
     shutil.rmtree(run_dir, ignore_errors=True)
     (run_dir / "logs").mkdir(parents=True)
     fleet = Fleet(run_dir / "logs", cwd=run_dir, env={"PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1",
-                                                       "SPARK_CONF_DIR": str(spark_conf_dir(run_dir))})
+                                                       "SPARK_CONF_DIR": str(spark_conf_dir(run_dir, event_log))})
     log_dir = run_dir / "ingress"
     w = len(workers)
     try:
@@ -454,6 +455,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds of each ingress-alone run: unthrottled, then at --ingress-rate (5)")
     p.add_argument("--ingress-rate", type=int, default=50_000,
                    help="events/s offered in the second ingress-alone run (50000)")
+    p.add_argument("--no-event-log", action="store_true",
+                   help="leave Spark's event log off: the driver's CPU without it, no durationMs phases")
     p.add_argument("--no-strace", action="store_true", help="do not count the ingress' fsyncs with strace")
     p.add_argument("--state-dir", type=Path, help="default: a temp folder, deleted afterwards")
     p.add_argument("--keep", action="store_true", help="keep the state folder (logs, event logs, results)")
@@ -494,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"scaling: {cluster.url} with {w} 1-core worker(s)", flush=True)
                 for n in shard_list:
                     r = run_config(n, cluster.workers, cluster.url, data, gen.nbbo + gen.orders, state / f"run-{n}x{w}",
-                                   args.max_rows_per_batch, strace)
+                                   args.max_rows_per_batch, strace, not args.no_event_log)
                     runs.append(r)
                     print(f"scaling {n}x{w}: drained at {r.steady_events_per_s:,.0f} events/s from the first "
                           f"commit; driver {r.driver.cpu_ms_per_batch:.0f} ms CPU per batch of "
@@ -520,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
            "wall_s": round(time.monotonic() - t_start, 1),
            "config": {"worker_cores": 1, "nbbo": args.nbbo, "orders": args.orders, "symbols": args.symbols,
                       "wide_share": args.wide_share, "max_rows_per_batch": args.max_rows_per_batch,
-                      "strace": strace is not None},
+                      "strace": strace is not None, "event_log": not args.no_event_log},
            "ingress_alone": {k: asdict(v) for k, v in alone.items()},
            "runs": [asdict(r) for r in runs]}
     write_result(doc, path)
