@@ -19,7 +19,7 @@ from collector.query.ranges import TimeRange
 from collector.query.spark_panels import ExecutorView, QueryBatchView, SourceView, StateView
 from metrics_ui import figures
 from metrics_ui import query_figures as qf
-from metrics_ui.components import table
+from metrics_ui.components import only_changed, table
 
 QUERY_SOURCES = "job-sources"
 QUERY_BATCHES = "job-query-batches"
@@ -83,16 +83,20 @@ class Section:
     charts: dict[str, Callable[[], object]] = field(default_factory=dict)
 
 
-def section_layout(section: str) -> html.Div:
+def section_layout(section: str, style: dict | None = HIDDEN, body: list | None = None,
+                   charts: Sequence = ()) -> html.Div:
     """Return a section's frame: its body, then its charts (made when it first has some), hidden until filled.
 
     The charts are made once, with their first figures, and then stay mounted: later figures
     go to them by id (`chart_graphs`), so the user's zoom, hidden series and an interaction in
     progress survive a live refresh, and a section without charts costs the browser no render.
+    `style`, `body` and `charts` are what the page's first layout fills it with (the job page's
+    `refresh_query` outputs).
     """
-    return html.Div([html.Div(id=f"{section}-body"),
-                     html.Div(id=f"{section}-charts", className="grid2" if len(CHARTS[section]) > 1 else None)],
-                    id=section, style=HIDDEN)
+    return html.Div([html.Div(body, id=f"{section}-body"),
+                     html.Div(list(charts), id=f"{section}-charts",
+                              className="grid2" if len(CHARTS[section]) > 1 else None)],
+                    id=section, style=style)
 
 
 def chart_graphs(section: str, figs: dict[str, object], digests: dict[str, str]) -> list:
@@ -205,3 +209,30 @@ def executors_section(view: ExecutorView | None, frame: Frame, generic: bool) ->
         table(EXECUTORS_HEADER, rows, f"{QUERY_EXECUTORS}-table")],
         note="GC time, CPU time and shuffle bytes are totals since each JVM started."),
         {f"{QUERY_EXECUTORS}-heap": chart(0), f"{QUERY_EXECUTORS}-gc": chart(1)})
+
+
+BUILDERS = {QUERY_SOURCES: sources_section, QUERY_BATCHES: batches_section, QUERY_STATE: state_section,
+            QUERY_EXECUTORS: executors_section}
+
+
+def read_section(store, section: str, run: str, status: TimeRange, interval_s: int, app: str | None):
+    """Read one section's typed view over `status` (None: executors of an application with no id)."""
+    if section == QUERY_SOURCES:
+        return store.source_view(run, status, interval_s)
+    if section == QUERY_BATCHES:
+        return store.query_batch_view(run, status, interval_s)
+    if section == QUERY_STATE:
+        return store.state_view(run, status, interval_s)
+    return store.executor_view(app, status, interval_s) if isinstance(app, str) and app else None
+
+
+def chart_parts(view, built: Section, frame: Frame) -> dict:
+    """Return `only_changed` entries of a section's charts: each made from the view and the page's frame."""
+    return {g: ((view, frame.shown, frame.revision, frame.markers), build) for g, build in built.charts.items()}
+
+
+def make_charts(section: str, view, built: Section, frame: Frame) -> list:
+    """Return a section's charts made with their figures, remembered for the next refresh's Patch."""
+    figs, digests = only_changed(chart_parts(view, built, frame), None, patch=tuple(built.charts),
+                                 scope=f"job-{section}", tick=False)
+    return chart_graphs(section, dict(zip(built.charts, figs)), digests)

@@ -2,13 +2,13 @@
 
 The range and refresh rate live in the page's address (`?range=1h`, `?range=custom&from=...&to=...`,
 `&refresh=5`), so a view can be bookmarked and shared; zooming the time axis of any chart makes
-that the page's range. One callback resolves the range on each tick and reads the latency
-figures; the backpressure, Spark and ingress panels follow from its window in callbacks of
-their own, and every panel sends only the outputs that changed since its last answer: on a
-refresh tick a chart goes as a Patch of its new points (and the old ones its window dropped),
-whole on the first load and when the user picks a range. Charts keep the user's zoom and
-hidden series across live updates (`uirevision`); the latency charts' whole figures also
-carry the series hidden from their legends (`JOB_HIDDEN`, `remember_hidden`).
+that the page's range. The page arrives with its figures (`layout` runs the callbacks' functions).
+Then one callback resolves the range on each tick and reads the latency figures; the backpressure,
+Spark and ingress panels follow from its window in callbacks of their own, and every panel sends
+only the outputs that changed since its last answer: on a refresh tick a chart goes as a Patch of
+its new points (and the old ones its window dropped), whole when the user picks a range. Charts
+keep the user's zoom and hidden series across live updates (`uirevision`); the latency charts'
+whole figures also carry the series hidden from their legends (`JOB_HIDDEN`, `remember_hidden`).
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from urllib.parse import quote, unquote
 
 import dash
 from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html
-from flask import current_app
 
 from collector.influx import InfluxError
 
@@ -75,40 +74,58 @@ STATUS_GRACE_NS = 15 * NS
 
 
 def layout(run_id: str | None = None, **query) -> html.Div:
-    """Return the job page for `run_id` with the range and refresh rate of its address."""
+    """Return the job page for `run_id` with the range and refresh rate of its address, its panels filled.
+
+    The callbacks' own functions fill it, so the browser draws each chart once, with no round of
+    callbacks before it (the range, then the panels that follow): they answer ticks, picks, zooms.
+    """
     run = unquote(run_id or "")
     q = c.page_query(query)
-    loading = figures.empty_figure
+    main = _filled(_job_outputs(run, q.choice, q.from_date, q.from_time, q.to_date, q.to_time, {}, q.error, {},
+                                tick=False),
+                   ("", "status", "", figures.empty_figure("Throughput"), figures.empty_figure("Start-to-end latency"),
+                    None, None, None, None, False, None, {}))
+    (title, title_class, summary, throughput, percentiles, steps, pipelines, workers, banner, live, window,
+     digests) = main
+    bp = _filled(_backpressure_outputs(window, run, {}), _backpressure_empty(c.UNREADABLE) + ({},))
+    spark = _filled(_spark_outputs(window, run, {}),
+                    (figures.empty_figure(_BATCH_TITLE, c.UNREADABLE), "", figures.empty_figure(_BAD_TITLE, ""),
+                     figures.empty_figure(_MUTED_TITLE, ""), "", {}, None))
+    sections = _filled(_query_outputs(window, run, {}), (sc.HIDDEN, None, []) * len(sc.SECTIONS) + ({},))
+    disabled, interval = c.refresh_state(q.refresh, live)
     return html.Div([
-        dcc.Store(id=JOB_RUN, data=run), dcc.Store(id=JOB_LIVE, data=False), dcc.Store(id=JOB_WINDOW),
-        dcc.Store(id=JOB_URL), dcc.Store(id=JOB_DIGESTS, data={}), dcc.Store(id=JOB_HIDDEN, data={}), dcc.Store(id=JOB_URL_ERROR, data=q.error),
-        dcc.Store(id=JOB_BP + "-digests", data={}),
-        dcc.Store(id=JOB_BATCHES + "-digests", data={}), dcc.Store(id=JOB_QUERY_DIGESTS, data={}),
+        dcc.Store(id=JOB_RUN, data=run), dcc.Store(id=JOB_LIVE, data=live), dcc.Store(id=JOB_WINDOW, data=window),
+        dcc.Store(id=JOB_URL), dcc.Store(id=JOB_DIGESTS, data=digests), dcc.Store(id=JOB_HIDDEN, data={}),
+        dcc.Store(id=JOB_URL_ERROR, data=q.error), dcc.Store(id=JOB_BP + "-digests", data=bp[4]),
+        dcc.Store(id=JOB_BATCHES + "-digests", data=spark[5]), dcc.Store(id=JOB_QUERY_DIGESTS, data=sections[-1]),
         html.Div([dcc.Link("← runs", href="/"), html.H2(["Run ", html.Code(run)]),
-                  html.Span(id=JOB_TITLE, className="status")], className="page-head"),
+                  html.Span(title, id=JOB_TITLE, className=title_class)], className="page-head"),
         c.page_controls(JOB_RANGE, q),
-        html.Div(c.warning_banner(q.error) if q.error else None, id=JOB_BANNER),
-        html.P(id=JOB_SUMMARY, className="summary"),
-        html.Div([dcc.Graph(id=JOB_THROUGHPUT, figure=loading("Throughput", "loading…")),
-                  dcc.Graph(id=JOB_PERCENTILES, figure=loading("Start-to-end latency", "loading…"))],
+        html.Div(banner, id=JOB_BANNER),
+        html.P(summary, id=JOB_SUMMARY, className="summary"),
+        html.Div([dcc.Graph(id=JOB_THROUGHPUT, figure=throughput), dcc.Graph(id=JOB_PERCENTILES, figure=percentiles)],
                  className="grid2"),
-        html.H3("Steps"), html.Div(id=JOB_STEPS),
-        html.H3("Backpressure"), html.Div(id=JOB_GRAPH, className="job-graph"), html.Div(id=JOB_BP),
+        html.H3("Steps"), html.Div(steps, id=JOB_STEPS),
+        html.H3("Backpressure"), html.Div(bp[1], id=JOB_GRAPH, className="job-graph"), html.Div(bp[0], id=JOB_BP),
         html.P(c.BUSY_NOTE, className="note", id=JOB_BP + "-note"),
-        html.Div([dcc.Graph(id=JOB_BP_BUSY, figure=loading(_BUSY_TITLE, "loading…")),
-                  dcc.Graph(id=JOB_BP_BACKLOG, figure=loading(_BACKLOG_TITLE, "loading…"))],
+        html.Div([dcc.Graph(id=JOB_BP_BUSY, figure=bp[2]), dcc.Graph(id=JOB_BP_BACKLOG, figure=bp[3])],
                  className="grid2"),
-        html.H3("Spark micro-batches"), html.P(id=JOB_BATCH_SUMMARY, className="summary"),
-        dcc.Graph(id=JOB_BATCHES, figure=loading(_BATCH_TITLE, "loading…")),
-        *(sc.section_layout(section) for section in sc.SECTIONS),
-        html.Div([html.H3("Ingress"), html.P(id=JOB_INGRESS_SUMMARY, className="summary"),
-                  html.Div([dcc.Graph(id=JOB_BAD, figure=loading(_BAD_TITLE, "loading…")),
-                            dcc.Graph(id=JOB_MUTED, figure=loading(_MUTED_TITLE, "loading…"))], className="grid2")],
-                 id=JOB_INGRESS_BOX),
-        html.H3("Pipelines"), html.Div(id=JOB_PIPELINES),
-        html.H3("Workers"), html.Div(id=JOB_WORKERS),
-        dcc.Interval(id=JOB_INTERVAL, interval=current_app.config["MS_UI"].refresh_ms, n_intervals=0),
+        html.H3("Spark micro-batches"), html.P(spark[1], id=JOB_BATCH_SUMMARY, className="summary"),
+        dcc.Graph(id=JOB_BATCHES, figure=spark[0]),
+        *(sc.section_layout(section, *sections[3 * i:3 * i + 3]) for i, section in enumerate(sc.SECTIONS)),
+        html.Div([html.H3("Ingress"), html.P(spark[4], id=JOB_INGRESS_SUMMARY, className="summary"),
+                  html.Div([dcc.Graph(id=JOB_BAD, figure=spark[2]), dcc.Graph(id=JOB_MUTED, figure=spark[3])],
+                           className="grid2")],
+                 id=JOB_INGRESS_BOX, style=spark[6]),
+        html.H3("Pipelines"), html.Div(pipelines, id=JOB_PIPELINES),
+        html.H3("Workers"), html.Div(workers, id=JOB_WORKERS),
+        dcc.Interval(id=JOB_INTERVAL, interval=interval, disabled=disabled, n_intervals=0),
     ])
+
+
+def _filled(outputs: tuple, defaults: tuple) -> tuple:
+    """Return a panel's outputs for the first layout, `defaults` where it sent `no_update`."""
+    return tuple(d if v is dash.no_update else v for v, d in zip(outputs, defaults))
 
 
 def _window(rng: TimeRange, interval: int, revision: str, markers: list[Marker], status_end: int,
@@ -160,9 +177,16 @@ def _unpack(window: dict) -> tuple[TimeRange, int, str, list[Marker]]:
           Output(JOB_BANNER, "children"), Output(JOB_LIVE, "data"), Output(JOB_WINDOW, "data"),
           Output(JOB_DIGESTS, "data"),
           Input(JOB_INTERVAL, "n_intervals"), *c.range_inputs(JOB_RANGE), State(JOB_RUN, "data"),
-          State(JOB_DIGESTS, "data"), State(JOB_URL_ERROR, "data"), State(JOB_HIDDEN, "data"))
+          State(JOB_DIGESTS, "data"), State(JOB_URL_ERROR, "data"), State(JOB_HIDDEN, "data"),
+          prevent_initial_call=True)
 def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests, url_error=None, hidden=None):
     """Resolve the range, reload the latency figures and tables, and hand the range to the other panels."""
+    tick = ctx.triggered_id == JOB_INTERVAL        # a refresh: charts send their new points only
+    return _job_outputs(run, choice, from_date, from_time, to_date, to_time, digests, url_error, hidden, tick)
+
+
+def _job_outputs(run, choice, from_date, from_time, to_date, to_time, digests, url_error, hidden, tick: bool) -> tuple:
+    """Return `refresh_job`'s outputs (the page's first layout has them too); `tick`: charts may go as a Patch."""
     keep = [dash.no_update] * 8
     try:
         check_name(run, "run id")
@@ -209,7 +233,6 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
     status_end = _status_range(rng, info.anchor_ns(now), info.live).end_ns
     shown = c.shown_range(rng, info.first_ns, status_end)
     frame = (shown, revision, markers)
-    tick = ctx.triggered_id == JOB_INTERVAL        # a refresh: charts send their new points only
     changed, digests = c.only_changed({
         "title": c.as_is(info.status), "class": c.as_is(f"status status-{info.status}"), "summary": c.as_is(summary),
         "throughput": ((view.throughput, frame), lambda: figures.hide_series(figures.time_axes(
@@ -246,10 +269,7 @@ def remember_hidden(_throughput, _percentiles, throughput_fig, percentiles_fig, 
     return hidden
 
 
-@callback(Output(JOB_BP, "children"), Output(JOB_GRAPH, "children"), Output(JOB_BP_BUSY, "figure"),
-          Output(JOB_BP_BACKLOG, "figure"), Output(JOB_BP + "-digests", "data"),
-          Input(JOB_WINDOW, "data"), State(JOB_RUN, "data"), State(JOB_BP + "-digests", "data"))
-def refresh_backpressure(window, run, digests):
+def _backpressure_outputs(window, run, digests):
     """Reload the backpressure table, job graph and charts for the page's range."""
     if not window or "empty" in window:
         return (*_backpressure_empty((window or {}).get("empty", c.BP_EMPTY)), {})
@@ -278,11 +298,7 @@ def refresh_backpressure(window, run, digests):
     return (*changed, digests)
 
 
-@callback(Output(JOB_BATCHES, "figure"), Output(JOB_BATCH_SUMMARY, "children"),
-          Output(JOB_BAD, "figure"), Output(JOB_MUTED, "figure"), Output(JOB_INGRESS_SUMMARY, "children"),
-          Output(JOB_BATCHES + "-digests", "data"), Output(JOB_INGRESS_BOX, "style"),
-          Input(JOB_WINDOW, "data"), State(JOB_RUN, "data"), State(JOB_BATCHES + "-digests", "data"))
-def refresh_spark_and_ingress(window, run, digests):
+def _spark_outputs(window, run, digests):
     """Reload the Spark batch chart and the ingress' bad frames and muted time for the page's range."""
     if not window or "empty" in window:
         why = (window or {}).get("empty", figures.NO_DATA)
@@ -323,32 +339,18 @@ def refresh_spark_and_ingress(window, run, digests):
     return (*changed, digests, {"display": "none"} if no_ingress else None)
 
 
-_BUILDERS = {sc.QUERY_SOURCES: sc.sources_section, sc.QUERY_BATCHES: sc.batches_section,
-             sc.QUERY_STATE: sc.state_section, sc.QUERY_EXECUTORS: sc.executors_section}
-
-
 def _section_view(store, section: str, run: str, window: dict):
     """Read one section's typed view for the page's window (None: an application with no id)."""
-    status, interval, app = _status_read(window), int(window["interval"]), window.get("app")
-    if section == sc.QUERY_SOURCES:
-        return store.source_view(run, status, interval)
-    if section == sc.QUERY_BATCHES:
-        return store.query_batch_view(run, status, interval)
-    if section == sc.QUERY_STATE:
-        return store.state_view(run, status, interval)
-    return store.executor_view(app, status, interval) if isinstance(app, str) and app else None
+    return sc.read_section(store, section, run, _status_read(window), int(window["interval"]), window.get("app"))
 
 
 def _frame(window: dict) -> sc.Frame:
+    """Return the charts' shared frame of the page's window."""
     rng, _, revision, markers = _unpack(window)
     return sc.Frame(TimeRange(*window.get("shown", rng)), revision, markers)
 
 
-@callback(*(o for section in sc.SECTIONS for o in (
-              Output(section, "style"), Output(f"{section}-body", "children"), Output(f"{section}-charts", "children"))),
-          Output(JOB_QUERY_DIGESTS, "data"),
-          Input(JOB_WINDOW, "data"), State(JOB_RUN, "data"), State(JOB_QUERY_DIGESTS, "data"))
-def refresh_query(window, run, digests):
+def _query_outputs(window, run, digests):
     """Reload the query's sources, batches against its trigger, stateful operators and executors for the range.
 
     A section without data is left out (Market Spread) or says it is not reported (any other
@@ -365,25 +367,13 @@ def refresh_query(window, run, digests):
         return (dash.no_update,) * (3 * len(sc.SECTIONS) + 1)
     parts = {}
     for section in sc.SECTIONS:
-        view, built = views[section], _BUILDERS[section](views[section], frame, generic)
+        view, built = views[section], sc.BUILDERS[section](views[section], frame, generic)
         made = tuple(built.charts)                  # which charts the section has: made again only when it changes
         parts[f"{section}:style"] = c.as_is(None if built.body is not None else sc.HIDDEN)
         parts[f"{section}:body"] = ((view, generic), lambda b=built: b.body)
-        parts[f"{section}:charts"] = (made, lambda v=view, b=built, sec=section: _make_charts(sec, v, b, frame))
+        parts[f"{section}:charts"] = (made, lambda v=view, b=built, sec=section: sc.make_charts(sec, v, b, frame))
     changed, digests = c.only_changed(parts, digests, scope="job-query")
     return (*changed, digests)
-
-
-def _chart_parts(view, built: sc.Section, frame: sc.Frame) -> dict:
-    """Return `only_changed` entries of a section's charts: each made from the view and the page's frame."""
-    return {g: ((view, frame.shown, frame.revision, frame.markers), build) for g, build in built.charts.items()}
-
-
-def _make_charts(section: str, view, built: sc.Section, frame: sc.Frame) -> list:
-    """Return a section's charts made with their figures, remembered for the next refresh's Patch."""
-    figs, digests = c.only_changed(_chart_parts(view, built, frame), None, patch=tuple(built.charts),
-                                   scope=f"job-{section}", tick=False)
-    return sc.chart_graphs(section, dict(zip(built.charts, figs)), digests)
 
 
 def _section_charts_callback(section: str) -> None:
@@ -405,11 +395,11 @@ def _section_charts_callback(section: str) -> None:
         except InfluxError:
             return (dash.no_update,) * (len(graphs) + 1)
         frame = _frame(window)
-        built = _BUILDERS[section](view, frame, bool(window.get("generic")))
+        built = sc.BUILDERS[section](view, frame, bool(window.get("generic")))
         if sorted(built.charts) != sorted(graphs):      # the section lost its charts: refresh_query says so
             return (dash.no_update,) * (len(graphs) + 1)
         built = sc.Section(built.body, {g: built.charts[g] for g in graphs})      # in the outputs' order
-        changed, new = c.only_changed(_chart_parts(view, built, frame), digests, patch=graphs,
+        changed, new = c.only_changed(sc.chart_parts(view, built, frame), digests, patch=graphs,
                                       scope=f"job-{section}", tick=bool(window.get("tick")))
         return (*changed, new)
 
@@ -418,8 +408,24 @@ for _section in sc.SECTIONS:
     _section_charts_callback(_section)
 
 
+refresh_backpressure = callback(
+    Output(JOB_BP, "children"), Output(JOB_GRAPH, "children"), Output(JOB_BP_BUSY, "figure"),
+    Output(JOB_BP_BACKLOG, "figure"), Output(JOB_BP + "-digests", "data"), Input(JOB_WINDOW, "data"),
+    State(JOB_RUN, "data"), State(JOB_BP + "-digests", "data"), prevent_initial_call=True)(_backpressure_outputs)
+refresh_spark_and_ingress = callback(
+    Output(JOB_BATCHES, "figure"), Output(JOB_BATCH_SUMMARY, "children"), Output(JOB_BAD, "figure"),
+    Output(JOB_MUTED, "figure"), Output(JOB_INGRESS_SUMMARY, "children"), Output(JOB_BATCHES + "-digests", "data"),
+    Output(JOB_INGRESS_BOX, "style"), Input(JOB_WINDOW, "data"), State(JOB_RUN, "data"),
+    State(JOB_BATCHES + "-digests", "data"), prevent_initial_call=True)(_spark_outputs)
+refresh_query = callback(
+    *(o for section in sc.SECTIONS for o in (
+        Output(section, "style"), Output(f"{section}-body", "children"), Output(f"{section}-charts", "children"))),
+    Output(JOB_QUERY_DIGESTS, "data"), Input(JOB_WINDOW, "data"), State(JOB_RUN, "data"),
+    State(JOB_QUERY_DIGESTS, "data"), prevent_initial_call=True)(_query_outputs)
+
+
 @callback(Output(JOB_INTERVAL, "disabled"), Output(JOB_INTERVAL, "interval"),
-          Input(JOB_LIVE, "data"), Input(JOB_REFRESH, "value"))
+          Input(JOB_LIVE, "data"), Input(JOB_REFRESH, "value"), prevent_initial_call=True)
 def pace_job(live, refresh):
     """Tick only while the run is live and the user has not paused, at the chosen rate."""
     return c.refresh_state(refresh, live)

@@ -43,16 +43,20 @@ QUERY_ID_CHARS = 8
 
 
 def layout(**_query) -> html.Div:
-    """Return the runs page (data arrives with the first interval tick)."""
+    """Return the runs page with its table and picker filled (the interval's ticks refresh them)."""
+    table, banner = _runs_outputs(0)
+    options, pick_style = _pick_outputs(0)
     return html.Div([
         html.Div([html.H2("Runs"), dcc.Link("compare performance-test runs", href="/compare", id="runs-compare")],
                  className="page-head"),
-        html.Div(id=RUNS_BANNER),
+        html.Div(banner, id=RUNS_BANNER),
         html.Div([html.Label("Compare performance-test runs (the first is the baseline): ", htmlFor=RUNS_PICK),
-                  dcc.Checklist(id=RUNS_PICK, options=[], value=[], inline=True, className="runs-pick"),
+                  dcc.Checklist(id=RUNS_PICK, options=[] if options is dash.no_update else options, value=[],
+                                inline=True, className="runs-pick"),
                   dcc.Link("compare", id=RUNS_PICK_LINK, href="/compare", className="button")],
-                 id=RUNS_PICK_BOX, className="compare-controls", style=_HIDDEN),
-        html.Div(c.table(RUNS_HEADER, [], empty="loading…"), id=RUNS_TABLE),
+                 id=RUNS_PICK_BOX, className="compare-controls",
+                 style=_HIDDEN if pick_style is dash.no_update else pick_style),
+        html.Div(table, id=RUNS_TABLE),
         dcc.Interval(id=RUNS_INTERVAL, interval=current_app.config["MS_UI"].refresh_ms, n_intervals=0),
     ])
 
@@ -92,9 +96,15 @@ def _p99(r: RunInfo):
                      title=f"p99 of step {r.last_step}")
 
 
-@callback(Output(RUNS_TABLE, "children"), Output(RUNS_BANNER, "children"), Input(RUNS_INTERVAL, "n_intervals"))
+@callback(Output(RUNS_TABLE, "children"), Output(RUNS_BANNER, "children"), Input(RUNS_INTERVAL, "n_intervals"),
+          prevent_initial_call=True)
 def refresh_runs(n):
     """Reload the runs table (on an InfluxDB error: the last rows stay, with the banner)."""
+    return _runs_outputs(n)
+
+
+def _runs_outputs(n: int | None) -> tuple:
+    """Return `refresh_runs`' outputs for tick `n` (0: the page's first layout)."""
     try:
         runs = c.store().runs(c.now_ns(), windows=BenchStore(c.store().client).windows())
     except InfluxError as e:
@@ -107,9 +117,15 @@ def refresh_runs(n):
                    empty="no runs yet: start a job with metrics on"), None
 
 
-@callback(Output(RUNS_PICK, "options"), Output(RUNS_PICK_BOX, "style"), Input(RUNS_INTERVAL, "n_intervals"))
+@callback(Output(RUNS_PICK, "options"), Output(RUNS_PICK_BOX, "style"), Input(RUNS_INTERVAL, "n_intervals"),
+          prevent_initial_call=True)
 def refresh_pick(n):
     """Offer the newest recorded performance-test runs (reloaded every tenth tick; hidden while none)."""
+    return _pick_outputs(n)
+
+
+def _pick_outputs(n: int | None) -> tuple:
+    """Return `refresh_pick`'s outputs for tick `n` (0: the page's first layout)."""
     if n and n % 10:
         return dash.no_update, dash.no_update
     try:

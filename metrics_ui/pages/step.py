@@ -10,7 +10,6 @@ from urllib.parse import quote, unquote
 
 import dash
 from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html
-from flask import current_app
 
 from collector.bins import format_ns
 from collector.influx import InfluxError
@@ -47,32 +46,43 @@ PERCENTILE_HEADER = ("p50", "p95", "p99", "p99.9", "p99.99", "max")
 
 
 def layout(run_id: str | None = None, step: str | None = None, **query) -> html.Div:
-    """Return the step page with the range and refresh rate of its address (data arrives with the first tick)."""
+    """Return the step page with the range and refresh rate of its address, its figures filled.
+
+    As on the job page, the page arrives with its figures (the callback's own function builds
+    them here), so its charts are drawn once, without a round of callbacks first; the
+    callback answers later ticks, a picked range or filter, a zoom.
+    """
     run, step = unquote(run_id or ""), unquote(step or "")
     q = c.page_query(query)
-    loading = _empty_charts("loading…")
+    first = _step_outputs({"run": run, "step": step}, q.choice, q.from_date, q.from_time, q.to_date, q.to_time,
+                          None, None, {}, q.error, tick=False)
+    defaults = ("", None, *_empty_charts(figures.NO_DATA), None, export_url(run, step, "csv"),
+                export_url(run, step, "hgrm"), [], [], None, False, {})
+    (summary, percentiles, bins, curve, throughput, workers, csv, hgrm, pipelines, worker_options, banner, live,
+     digests) = (d if v is dash.no_update else v for v, d in zip(first, defaults))
+    disabled, interval = c.refresh_state(q.refresh, live)
     return html.Div([
-        dcc.Store(id=STEP_KEY, data={"run": run, "step": step}), dcc.Store(id=STEP_LIVE, data=False),
-        dcc.Store(id=STEP_URL), dcc.Store(id=STEP_DIGESTS, data={}), dcc.Store(id=STEP_URL_ERROR, data=q.error),
+        dcc.Store(id=STEP_KEY, data={"run": run, "step": step}), dcc.Store(id=STEP_LIVE, data=live),
+        dcc.Store(id=STEP_URL), dcc.Store(id=STEP_DIGESTS, data=digests), dcc.Store(id=STEP_URL_ERROR, data=q.error),
         html.Div([dcc.Link("← run", href=f"/run/{quote(run, safe='')}"),
                   html.H2(["Step ", html.Code(step), " of run ", html.Code(run)])], className="page-head"),
         c.page_controls(STEP_RANGE, q),
-        html.Div([dcc.Dropdown(id=STEP_PIPELINE, options=[], placeholder="all pipelines", clearable=True,
+        html.Div([dcc.Dropdown(id=STEP_PIPELINE, options=pipelines, placeholder="all pipelines", clearable=True,
                                className="filter"),
-                  dcc.Dropdown(id=STEP_WORKER, options=[], placeholder="all workers", clearable=True,
+                  dcc.Dropdown(id=STEP_WORKER, options=worker_options, placeholder="all workers", clearable=True,
                                className="filter")], className="filters"),
-        html.Div(c.warning_banner(q.error) if q.error else None, id=STEP_BANNER),
-        html.Div([html.Span(id=STEP_SUMMARY, className="summary"),
+        html.Div(banner, id=STEP_BANNER),
+        html.Div([html.Span(summary, id=STEP_SUMMARY, className="summary"),
                   html.Span([" Download the histogram of this range: ",
-                             html.A("CSV", id=STEP_CSV, href=export_url(run, step, "csv")), " · ",
-                             html.A(".hgrm", id=STEP_HGRM, href=export_url(run, step, "hgrm"))],
+                             html.A("CSV", id=STEP_CSV, href=csv), " · ",
+                             html.A(".hgrm", id=STEP_HGRM, href=hgrm)],
                             className="export")]),
-        html.Div(id=STEP_PERCENTILES),
-        html.Div([dcc.Graph(id=STEP_BINS, figure=loading[0]), dcc.Graph(id=STEP_CURVE, figure=loading[1])],
+        html.Div(percentiles, id=STEP_PERCENTILES),
+        html.Div([dcc.Graph(id=STEP_BINS, figure=bins), dcc.Graph(id=STEP_CURVE, figure=curve)],
                  className="grid2"),
-        dcc.Graph(id=STEP_THROUGHPUT, figure=loading[2]),
-        html.H3("Workers"), html.Div(id=STEP_WORKERS),
-        dcc.Interval(id=STEP_INTERVAL, interval=current_app.config["MS_UI"].refresh_ms, n_intervals=0),
+        dcc.Graph(id=STEP_THROUGHPUT, figure=throughput),
+        html.H3("Workers"), html.Div(workers, id=STEP_WORKERS),
+        dcc.Interval(id=STEP_INTERVAL, interval=interval, disabled=disabled, n_intervals=0),
     ])
 
 
@@ -89,9 +99,16 @@ def _empty_charts(message: str) -> tuple:
           Output(STEP_BANNER, "children"), Output(STEP_LIVE, "data"), Output(STEP_DIGESTS, "data"),
           Input(STEP_INTERVAL, "n_intervals"), *c.range_inputs(STEP_RANGE),
           Input(STEP_PIPELINE, "value"), Input(STEP_WORKER, "value"), State(STEP_KEY, "data"),
-          State(STEP_DIGESTS, "data"), State(STEP_URL_ERROR, "data"))
+          State(STEP_DIGESTS, "data"), State(STEP_URL_ERROR, "data"), prevent_initial_call=True)
 def refresh_step(_n, choice, from_date, from_time, to_date, to_time, pipeline, worker, key, digests, url_error=None):
     """Reload the step page for the chosen range, pipeline and worker."""
+    return _step_outputs(key, choice, from_date, from_time, to_date, to_time, pipeline, worker, digests, url_error,
+                         tick=ctx.triggered_id == STEP_INTERVAL)
+
+
+def _step_outputs(key, choice, from_date, from_time, to_date, to_time, pipeline, worker, digests, url_error,
+                  tick: bool) -> tuple:
+    """Return `refresh_step`'s outputs (the page's first layout has them too); `tick`: charts may go as a Patch."""
     run, step = (key.get("run"), key.get("step")) if isinstance(key, dict) else (None, None)
     keep = [dash.no_update] * 10
     try:
@@ -146,13 +163,13 @@ def refresh_step(_n, choice, from_date, from_time, to_date, to_time, pipeline, w
         "hgrm": c.as_is(export_url(run, step, "hgrm", rng, worker or None, pipeline or None)),
         "pipelines": c.as_is([{"label": x, "value": x} for x in pipelines]),
         "workers_filter": c.as_is([{"label": x, "value": x} for x in workers])}, digests,
-        patch=("throughput",), scope="step", tick=ctx.triggered_id == STEP_INTERVAL)
+        patch=("throughput",), scope="step", tick=tick)
     return (*changed, c.warning_banner(url_error) if isinstance(url_error, str) and url_error else None,
             info.live, digests)
 
 
 @callback(Output(STEP_INTERVAL, "disabled"), Output(STEP_INTERVAL, "interval"),
-          Input(STEP_LIVE, "data"), Input(STEP_REFRESH, "value"))
+          Input(STEP_LIVE, "data"), Input(STEP_REFRESH, "value"), prevent_initial_call=True)
 def pace_step(live, refresh):
     """Tick only while the run is live and the user has not paused, at the chosen rate."""
     return c.refresh_state(refresh, live)

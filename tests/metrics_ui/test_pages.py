@@ -256,3 +256,24 @@ def test_dashboard_with_a_token_in_the_browser(dash_duo, influx_client, ui_data)
     dash_duo.driver.get(base + "/")                                  # callbacks (POSTs) pass with the cookie
     dash_duo.wait_for_contains_text("#runs-table", ui_data.live_run, timeout=TIMEOUT)
     assert token not in dash_duo.driver.page_source
+
+
+def test_pages_arrive_with_their_figures(ui_app, ui_data):
+    """The runs, job and step pages' layouts carry their tables and drawn figures, so the browser
+    draws each chart once, with no round of callbacks before it; a finished run's page does not tick."""
+    import sys
+    job, step, runs = (sys.modules[f"metrics_ui.pages.{m}"] for m in ("job", "step", "runs"))
+    with ui_app.server.test_request_context("/"):
+        done, live = job.layout(run_id=ui_data.done_run), job.layout(run_id=ui_data.live_run)
+        step_page = step.layout(run_id=ui_data.done_run, step="start-to-end")
+        runs_page = runs.layout()
+    for graph in (job.JOB_THROUGHPUT, job.JOB_PERCENTILES):
+        assert done[graph].figure.data, graph
+    assert done[job.JOB_WINDOW].data["start"] < done[job.JOB_WINDOW].data["end"]
+    assert done[job.JOB_DIGESTS].data and done[job.JOB_BP + "-digests"].data
+    assert f"{ui_data.done_totals['start-to-end']:,} events" in done[job.JOB_SUMMARY].children
+    assert done[job.JOB_INTERVAL].disabled and done[job.JOB_LIVE].data is False
+    assert not live[job.JOB_INTERVAL].disabled and live[job.JOB_LIVE].data is True
+    assert step_page[step.STEP_BINS].figure.data and step_page[step.STEP_THROUGHPUT].figure.data
+    assert f"{ui_data.done_totals['start-to-end']:,} events" in step_page[step.STEP_SUMMARY].children
+    assert ui_data.done_run in str(runs_page[runs.RUNS_TABLE].children)
