@@ -254,8 +254,12 @@ def ingest(fleet: Fleet, run_dir: Path, shards: int, data: tuple[Path, Path], st
     once, unthrottled), no job running; measure the ingress from its first record logged to its last."""
     log_dir = run_dir / "ingress"
     ingress = spawn_traced_ingress(fleet, run_dir, shards, strace)
-    ports = wait_until(lambda: (lambda p: p if p and all(p.values()) else None)((read_stats(log_dir) or {}).get("ports")),
-                       60, "the ingress to listen", [ingress])
+    try:
+        ports = wait_until(lambda: (lambda p: p if p and all(p.values()) else None)(
+            (read_stats(log_dir) or {}).get("ports")), 60, "the ingress to listen", [ingress])
+    except (RuntimeError, TimeoutError) as e:
+        hint = " (where strace may not trace, run with --no-strace)" if strace else ""
+        raise RuntimeError(f"{e}{hint}: {log_tail(ingress.log_path)}") from e
     cpu = SessionCpu({"ingress": ingress.popen.pid}, exclude={ingress.popen.pid} if strace else set())
     cpu.mark("start")
     senders = [fleet.spawn(f"send-{s}", ["send", "--port", ports[s], "--file", f, "--quiet", *send_args])
@@ -412,9 +416,11 @@ def ingress_summary(alone: dict[str, IngressFigures]) -> str:
     """The ingress-alone figures as a table."""
     head = (f"  {'ingress':>9}  {'events/s':>10}  {'CPU s/M':>7}  {'senders CPU s':>13}  {'fsync/s':>7}  "
             f"{'fsync/M':>7}  {'fsync ms':>8}  {'in fsync':>8}  {'events/fsync':>12}")
+    def f(v, width: int, spec: str) -> str:
+        return f"{'-' if v is None else format(v, spec):>{width}}"
     rows = [f"  {k:>9}  {i.events_per_s:>10,.0f}  {i.cpu_s_per_m:>7.2f}  {i.senders_cpu_s:>13.2f}  "
-            f"{(i.fsyncs_per_s or 0):>7,.0f}  {(i.fsyncs_per_m or 0):>7,.0f}  {(i.fsync_mean_ms or 0):>8.2f}  "
-            f"{(i.fsync_share or 0):>8.0%}  {(i.events_per_fsync or 0):>12,.0f}" for k, i in alone.items()]
+            f"{f(i.fsyncs_per_s, 7, ',.0f')}  {f(i.fsyncs_per_m, 7, ',.0f')}  {f(i.fsync_mean_ms, 8, '.2f')}  "
+            f"{f(i.fsync_share, 8, '.0%')}  {f(i.events_per_fsync, 12, ',.0f')}" for k, i in alone.items()]
     return "\n".join([head, *rows])
 
 
