@@ -1,16 +1,19 @@
-"""How long the dashboard's pages of a user's own jobs take in a real browser, on real monitored runs.
+"""How long the dashboard's pages take in a real browser, on real runs: a user's own jobs and the demo.
 
 Runs the example jobs (`examples/`, plain PySpark that never imports the project) under
 `marketspread watch` at once for `--duration` seconds into a real InfluxDB, as a user's
 jobs would write it: Spark's progress, sources, state, executors through Spark's metrics
-system, and, for `files_enrich`, its steps' latency histograms. Then, for the runs page and
-each example's job page, it starts the dashboard as a user does (`marketspread ui`, its own
-process) and loads the page `--loads` times in headless Chromium, timed from the
+system, and, for `files_enrich`, its steps' latency histograms; then `marketspread demo`
+for `--demo` seconds (Market Spread at 20,000 messages/s per stream) into the same
+database. Then, for every page (runs, each run's job page, the demo's start-to-end step
+page, alerts, compare), it starts the dashboard as a user does (`marketspread ui`, its own
+process) and loads the page `--loads` times in a fresh headless Chromium, timed from the
 navigation's start until the page is complete: no Dash callback pending, no "loading…"
-placeholder left, every chart drawn by Plotly (bench/ui_browser.py's test). The first load
-after the dashboard starts is the cold one; the median of the others is the warm figure.
+placeholder left, every chart drawn by Plotly (bench/ui_browser.py's test). The first load,
+with an empty browser cache and a dashboard just started, is the cold one; the median of
+the others is the warm figure.
 
-    python -m bench.ui_query_pages                                  # 90-s runs, 6 loads a page (~5 min)
+    python -m bench.ui_query_pages                                  # 90-s runs, 6 loads a page (~8 min)
     python -m bench.ui_query_pages --state-dir /tmp/uiq --loads 10  # keep the runs, re-use them next time
 
 Figures are printed and written to bench/out/ (bench/results/ with `--record`); no figure
@@ -50,6 +53,24 @@ def record_runs(server: InfluxServer, work: Path, duration: float) -> None:
     (work / "recorded").write_text(f"{duration}\n")
 
 
+def record_demo(server: InfluxServer, work: Path, duration: float) -> str:
+    """Run `marketspread demo` for `duration` s into the same database; return its run's name."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MS_")}
+    env.update(server.config().as_env(), PYSPARK_PYTHON=sys.executable)
+    ports = [str(free_port()) for _ in range(3)]
+    cmd = [sys.executable, "-m", "marketspread", "demo", "--duration", str(duration), "--rate", "20000",
+           "--state-dir", str(work / "demo"), "--ui-port", ports[0], "--nbbo-port", ports[1], "--orders-port", ports[2]]
+    with (work / "demo.log").open("wb") as log:
+        if subprocess.run(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=duration + 900).returncode:
+            raise RuntimeError(f"the demo failed: see {work / 'demo.log'}")
+    runs = server.client().query('SHOW TAG VALUES FROM "runs" WITH KEY = "run"')
+    names = sorted(v for series in runs for _, v in series.values if v not in EXAMPLES)
+    if not names:
+        raise RuntimeError(f"the demo wrote no run: see {work / 'demo.log'}")
+    (work / "recorded-demo").write_text(names[-1] + "\n")
+    return names[-1]
+
+
 def time_page(server: InfluxServer, url_path: str, loads: int, log: Path) -> dict:
     """Start the dashboard, load one page `loads` times; return the cold load and the warm ones' median."""
     port = free_port()
@@ -69,10 +90,12 @@ def time_page(server: InfluxServer, url_path: str, loads: int, log: Path) -> dic
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--duration", type=float, default=90.0, help="seconds each example runs monitored")
+    ap.add_argument("--demo", type=float, default=60.0, help="seconds of the Market Spread demo run (0: none)")
     ap.add_argument("--loads", type=int, default=6, help="loads per page (the first is the cold one)")
     ap.add_argument("--state-dir", type=Path, default=None, help="keep InfluxDB and the runs here, re-use them")
     add_record_flag(ap)
     args = ap.parse_args(argv)
+    load_start = list(os.getloadavg())
     work = args.state_dir or Path(tempfile.mkdtemp(prefix="ui-query-pages-"))
     work.mkdir(parents=True, exist_ok=True)
     server = InfluxServer(work / "influx", port=free_port())
@@ -81,18 +104,31 @@ def main(argv=None) -> int:
         if not (work / "recorded").exists():
             print(f"recording {len(EXAMPLES)} monitored example runs of {args.duration:.0f} s ...", flush=True)
             record_runs(server, work, args.duration)
+        demo = None
+        if args.demo > 0:
+            marker = work / "recorded-demo"
+            if marker.exists():
+                demo = marker.read_text().strip()
+            else:
+                print(f"recording a Market Spread demo run of {args.demo:.0f} s ...", flush=True)
+                demo = record_demo(server, work, args.demo)
         pages = {"runs": "/", **{f"job {name}": f"/run/{name}" for name in EXAMPLES}}
+        if demo:
+            pages.update({"job, demo (Market Spread)": f"/run/{demo}",
+                          "step, demo start-to-end": f"/step/{demo}/start-to-end"})
+        pages.update({"alerts": "/alerts", "compare": "/compare"})
         figures = {}
         for page, path in pages.items():
             figures[page] = time_page(server, path, args.loads, work / "ui.log")
             f = figures[page]
-            print(f"{page:26s} cold {f['cold_s']:.2f} s, warm median {f['warm_median_s']:.2f} s "
+            print(f"{page:28s} cold {f['cold_s']:.2f} s, warm median {f['warm_median_s']:.2f} s "
                   f"(max {f['warm_max_s']:.2f} s)", flush=True)
     finally:
         server.stop()
     doc = {"benchmark": "ui_query_pages", "examples": list(EXAMPLES), "duration_s": args.duration,
+           "demo_run": demo, "demo_s": args.demo,
            "loads": args.loads, "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                                            "load_avg_end": list(os.getloadavg())},
+                                            "load_avg_start": load_start, "load_avg_end": list(os.getloadavg())},
            "pages": figures}
     print("->", shown(write_result(doc, result_path("ui-query-pages", args.record))))
     return 0

@@ -370,8 +370,12 @@ class FigureMemo:
         self._figures: OrderedDict[tuple[str, str], dict] = OrderedDict()
         self._lock = threading.Lock()
 
-    def send(self, name: str, held: str | None, digest: str, fig: go.Figure) -> go.Figure | Patch:
-        """Remember `fig` as `name`'s figure of `digest`; return the Patch from the page's `held` one, else `fig`."""
+    def send(self, name: str, held: str | None, digest: str, fig: go.Figure) -> dict | Patch:
+        """Remember `fig` as `name`'s figure of `digest`; return the Patch from the page's `held` one, else `fig`.
+
+        `fig` goes as the dict remembered (`to_plotly_json`, a deep copy): sent as a `go.Figure`,
+        Dash's encoder would make that copy a second time.
+        """
         new = fig.to_plotly_json()
         with self._lock:
             old = self._figures.get((name, held)) if held else None
@@ -380,7 +384,7 @@ class FigureMemo:
             while len(self._figures) > self._size:
                 self._figures.popitem(last=False)
         patch = figure_patch(old, new) if old is not None else None
-        return fig if patch is None else patch
+        return new if patch is None else patch
 
 
 _MEMO_LOCK = threading.Lock()

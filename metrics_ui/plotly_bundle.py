@@ -6,7 +6,8 @@ serves there plotly.py's whole bundle: 4.8 MB with every trace type, which a bro
 0.3-0.8 s evaluating on each page load, before any chart is drawn. This module answers that
 address with plotly.js's partial "basic" bundle (`plotly.js-basic-dist-min`, MIT, the same
 plotly.js version plotly.py ships: 1.2 MB, kept gzipped in `vendor/`), and the page's head
-preloads it, so its download overlaps the page's first callbacks instead of following them.
+preloads it and dcc's graph chunks, so they download while the page's layout is computed
+instead of after it.
 When plotly.py's plotly.js is another version than the vendored one, Dash's own bundle is
 served as before (a newer plotly.py may write figures the older bundle cannot draw).
 """
@@ -35,9 +36,14 @@ def usable() -> bool:
     return BUNDLE.is_file() and get_plotlyjs_version() == VERSION
 
 
-def preload_link(prefix: str = "/") -> str:
-    """Return the `<link>` that starts plotly.js's download with the page's own scripts."""
-    return f'<link rel="preload" href="{prefix.rstrip("/")}{PLOTLY_PATH}" as="script">'
+#: What a chart needs that Dash loads only once a graph mounts: dcc's graph and date picker chunks.
+CHART_CHUNKS = ("/_dash-component-suites/dash/dcc/async-graph.js", "/_dash-component-suites/dash/dcc/async-datepicker.js")
+
+
+def preload_links(prefix: str = "/") -> str:
+    """Return the `<link>`s that start plotly.js's and the chart chunks' downloads with the page's own scripts."""
+    return "\n".join(f'<link rel="preload" href="{prefix.rstrip("/")}{path}" as="script">'
+                     for path in (PLOTLY_PATH, *CHART_CHUNKS))
 
 
 def install(server: Flask, prefix: str = "/") -> bool:

@@ -78,7 +78,9 @@ def test_charts_get_plotly_basic_bundle_preloaded():
     from metrics_ui import plotly_bundle
     app = create_app(UiConfig(influx=InfluxConfig(url=f"http://127.0.0.1:{free_port()}", db="none")))
     client = app.server.test_client()
-    assert plotly_bundle.preload_link() in client.get("/").get_data(as_text=True)
+    assert plotly_bundle.preload_links() in client.get("/").get_data(as_text=True)
+    for chunk in plotly_bundle.CHART_CHUNKS:                # what the preloads name exists
+        assert client.get(chunk).status_code == 200, chunk
     packed = client.get(plotly_bundle.PLOTLY_PATH, headers={"Accept-Encoding": "gzip"})
     assert packed.status_code == 200 and packed.headers["Content-Encoding"] == "gzip"
     script = gzip.decompress(packed.data)
