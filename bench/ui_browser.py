@@ -211,6 +211,16 @@ def write_compare_runs(client: InfluxClient, done: Path, seconds: int, seed: int
     return written
 
 
+def provenance(module: str, argv) -> dict:
+    """Return the command line, the git commit and whether the tree had changes, for a result."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+    return {"command": " ".join(["python", "-m", module, *(sys.argv[1:] if argv is None else argv)]),
+            "git_commit": git("rev-parse", "HEAD"),
+            "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+
+
 def _start_ui(config: InfluxConfig, port: int, log_path: Path) -> subprocess.Popen:
     env = {**os.environ, **config.as_env(), "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "marketspread", "ui", "--port", str(port)], cwd=ROOT, env=env,
@@ -310,6 +320,7 @@ def main(argv=None) -> int:
                 ui.wait(10)
             server.stop()
     result = {"benchmark": "ui_browser", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              **provenance("bench.ui_browser", argv),
               "settings": {k: str(v) for k, v in vars(args).items()},
               "machine": {"cpus": os.cpu_count(), "loadavg_at_start": load, "loadavg_at_end": os.getloadavg(),
                           "python": platform.python_version()},

@@ -28,10 +28,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from bench.output import ROOT, add_record_flag, result_path, shown, write_result
-from bench.ui_browser import _driver, _start_ui, load_page
+from bench.ui_browser import _driver, _start_ui, load_page, provenance
 from collector.influx.server import InfluxServer, free_port
 
 EXAMPLES = ("rate_windowed", "stream_join", "files_enrich", "foreachbatch_sqlite")
@@ -61,8 +62,11 @@ def record_demo(server: InfluxServer, work: Path, duration: float) -> str:
     cmd = [sys.executable, "-m", "marketspread", "demo", "--duration", str(duration), "--rate", "20000",
            "--state-dir", str(work / "demo"), "--ui-port", ports[0], "--nbbo-port", ports[1], "--orders-port", ports[2]]
     with (work / "demo.log").open("wb") as log:
-        if subprocess.run(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=duration + 900).returncode:
+        done = subprocess.run(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=duration + 900,
+                              start_new_session=True)
+        if done.returncode:
             raise RuntimeError(f"the demo failed: see {work / 'demo.log'}")
+    server.start()                   # ours, or again if it went down with the demo's processes
     runs = server.client().query('SHOW TAG VALUES FROM "runs" WITH KEY = "run"')
     names = sorted(v for series in runs for _, v in series.values if v not in EXAMPLES)
     if not names:
@@ -125,7 +129,9 @@ def main(argv=None) -> int:
                   f"(max {f['warm_max_s']:.2f} s)", flush=True)
     finally:
         server.stop()
-    doc = {"benchmark": "ui_query_pages", "examples": list(EXAMPLES), "duration_s": args.duration,
+    doc = {"benchmark": "ui_query_pages", **provenance("bench.ui_query_pages", argv),
+           "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "examples": list(EXAMPLES),
+           "duration_s": args.duration,
            "demo_run": demo, "demo_s": args.demo,
            "loads": args.loads, "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                                             "load_avg_start": load_start, "load_avg_end": list(os.getloadavg())},
