@@ -212,7 +212,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("rescale", help="re-partition a stopped job's checkpoint to --shards N (the job "
                                        "does it itself when started with another --shards)")
-    _add_common(p)
+    p.add_argument("--state-dir", type=Path, help="state folder (default .state/, MS_STATE_DIR)")
+    p.add_argument("--shards", type=int, help="the shard count to re-partition the checkpoint's state to")
     _add_pause(p)
     p.set_defaults(func=_cmd_rescale)
 

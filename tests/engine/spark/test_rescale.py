@@ -192,8 +192,8 @@ def test_a_rescale_while_another_process_holds_the_checkpoint_is_refused(tmp_pat
     lock = hold_checkpoint(cfg.checkpoint_dir)              # a running job's
     try:
         before = _tree(cfg.state_dir)
-        for command in ("rescale", "job"):
-            assert main([command, "--state-dir", str(cfg.state_dir), "--shards", "3", "--no-metrics"]) == 2
+        for command, *more in (("rescale",), ("job", "--no-metrics")):
+            assert main([command, "--state-dir", str(cfg.state_dir), "--shards", "3", *more]) == 2
             err = capsys.readouterr().err.strip().splitlines()
             assert len(err) == 1 and f"another process (pid {os.getpid()}) holds the checkpoint" in err[0], err
             assert _tree(cfg.state_dir) == before
