@@ -9,11 +9,11 @@ database. Then, for every page (runs, each run's job page, the demo's start-to-e
 page, alerts, compare), it starts the dashboard as a user does (`marketspread ui`, its own
 process) and loads the page `--loads` times in a fresh headless Chromium, timed from the
 navigation's start until the page is complete: no Dash callback pending, no "loading…"
-placeholder left, every chart drawn by Plotly (bench/ui_browser.py's test). The first load,
-with an empty browser cache and a dashboard just started, is the cold one; the median of
-the others is the warm figure.
+placeholder left, every chart drawn by Plotly (bench/ui_browser.py's test), and that
+`--colds` times. A first load, with an empty browser cache and a dashboard just started,
+is a cold one: the cold figure is their median; the warm figure the median of the others.
 
-    python -m bench.ui_query_pages                                  # 90-s runs, 6 loads a page (~8 min)
+    python -m bench.ui_query_pages                                  # 90-s runs, 3 x 6 loads a page (~10 min)
     python -m bench.ui_query_pages --state-dir /tmp/uiq --loads 10  # keep the runs, re-use them next time
 
 Figures are printed and written to bench/out/ (bench/results/ with `--record`); no figure
@@ -75,27 +75,36 @@ def record_demo(server: InfluxServer, work: Path, duration: float) -> str:
     return names[-1]
 
 
-def time_page(server: InfluxServer, url_path: str, loads: int, log: Path) -> dict:
-    """Start the dashboard, load one page `loads` times; return the cold load and the warm ones' median."""
-    port = free_port()
-    ui = _start_ui(server.config(), port, log)
-    driver = _driver()
-    try:
-        seconds = [load_page(driver, f"http://127.0.0.1:{port}{url_path}")["seconds"] for _ in range(loads)]
-    finally:
-        driver.quit()
-        ui.kill()
-        ui.wait()
-    warm = seconds[1:]
-    return {"cold_s": round(seconds[0], 3), "warm_median_s": round(statistics.median(warm), 3) if warm else None,
-            "warm_max_s": round(max(warm), 3) if warm else None, "loads": [round(s, 3) for s in seconds]}
+def time_page(server: InfluxServer, url_path: str, loads: int, log: Path, colds: int = 1) -> dict:
+    """Load one page `loads` times in each of `colds` fresh dashboards and browsers; return cold and warm figures.
+
+    The cold figure is the median of the `colds` first loads (one each: a single sample says little on
+    a shared machine), the warm one the median of all later loads.
+    """
+    cold, warm = [], []
+    for _ in range(colds):
+        port = free_port()
+        ui = _start_ui(server.config(), port, log)
+        driver = _driver()
+        try:
+            seconds = [load_page(driver, f"http://127.0.0.1:{port}{url_path}")["seconds"] for _ in range(loads)]
+        finally:
+            driver.quit()
+            ui.kill()
+            ui.wait()
+        cold.append(seconds[0])
+        warm += seconds[1:]
+    return {"cold_s": round(statistics.median(cold), 3), "cold_runs_s": [round(s, 3) for s in cold],
+            "warm_median_s": round(statistics.median(warm), 3) if warm else None,
+            "warm_max_s": round(max(warm), 3) if warm else None, "warm_loads_s": [round(s, 3) for s in warm]}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--duration", type=float, default=90.0, help="seconds each example runs monitored")
     ap.add_argument("--demo", type=float, default=60.0, help="seconds of the Market Spread demo run (0: none)")
-    ap.add_argument("--loads", type=int, default=6, help="loads per page (the first is the cold one)")
+    ap.add_argument("--loads", type=int, default=6, help="loads per page and dashboard (the first is the cold one)")
+    ap.add_argument("--colds", type=int, default=3, help="fresh dashboards and browsers per page: cold loads")
     ap.add_argument("--state-dir", type=Path, default=None, help="keep InfluxDB and the runs here, re-use them")
     add_record_flag(ap)
     args = ap.parse_args(argv)
@@ -123,9 +132,10 @@ def main(argv=None) -> int:
         pages.update({"alerts": "/alerts", "compare": "/compare"})
         figures = {}
         for page, path in pages.items():
-            figures[page] = time_page(server, path, args.loads, work / "ui.log")
+            figures[page] = time_page(server, path, args.loads, work / "ui.log", args.colds)
             f = figures[page]
-            print(f"{page:28s} cold {f['cold_s']:.2f} s, warm median {f['warm_median_s']:.2f} s "
+            print(f"{page:28s} cold {f['cold_s']:.2f} s (median of {args.colds}: "
+                  f"{', '.join(f'{s:.2f}' for s in f['cold_runs_s'])}), warm median {f['warm_median_s']:.2f} s "
                   f"(max {f['warm_max_s']:.2f} s)", flush=True)
     finally:
         server.stop()
@@ -133,8 +143,9 @@ def main(argv=None) -> int:
            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "examples": list(EXAMPLES),
            "duration_s": args.duration,
            "demo_run": demo, "demo_s": args.demo,
-           "loads": args.loads, "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                                            "load_avg_start": load_start, "load_avg_end": list(os.getloadavg())},
+           "loads": args.loads, "colds": args.colds,
+           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_start": load_start,
+                       "load_avg_end": list(os.getloadavg())},
            "pages": figures}
     print("->", shown(write_result(doc, result_path("ui-query-pages", args.record))))
     return 0
