@@ -55,7 +55,7 @@ _STEP_PALETTE = ("#1f6fb4", "#2c9c4a", "#e6731c", "#7b3fa0", "#8c564b", "#d6589f
 DASHES = {PIPELINE_ORDERS: "dash"}
 #: Legend names of the stored percentile fields.
 PERCENTILE_NAMES = {"p50": "p50", "p95": "p95", "p99": "p99", "p999": "p99.9", "p9999": "p99.99"}
-_MARKER_COLOURS = {"start": "#2c9c4a", "end": "#555555", "firing": "#c0262d", "resolved": "#1f6fb4"}
+_MARKER_COLOURS = {"start": "#2c9c4a", "end": "#555555", "firing": "#c0262d", "resolved": "#1f6fb4", "rescale": "#8a4fbf"}
 
 
 def colour(name: str, index: int = 0, steps: Mapping[str, str] | None = None) -> str:

@@ -10,8 +10,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Sequence
 
-from collector.vocabulary import (ALERT_EVENTS, BACKPRESSURE, INGRESS, INGRESS_BAD, RUNS, SPARK_PROGRESS, STEP_JOB,
-                                  TAG_REASON, TAG_RULE, TAG_STEP)
+from collector.vocabulary import (ALERT_EVENTS, BACKPRESSURE, FIELD_FROM_SHARDS, FIELD_TO_SHARDS, INGRESS, INGRESS_BAD,
+                                  JOB_RESCALE, RUNS, SPARK_PROGRESS, STEP_JOB, TAG_REASON, TAG_RULE, TAG_STEP)
 from collector.influx import InfluxClient, InfluxError
 
 from collector.query.ranges import TimeRange, format_time
@@ -54,9 +54,9 @@ class BackpressureView:
 
 @dataclass(frozen=True)
 class Marker:
-    """A moment drawn across a page's time charts: a query start or end, an alert firing or resolving."""
+    """A moment drawn across a page's time charts: a query start or end, a rescale, an alert firing or resolving."""
     time_ns: int
-    kind: str                             # "start", "end", "firing", "resolved"
+    kind: str                             # "start", "end", "firing", "resolved", "rescale"
     text: str
 
 
@@ -151,7 +151,7 @@ class PanelStore:
                                 as_series("backpressured"), as_series("backlog"), interval_s)
 
     def markers(self, run: str, rng: TimeRange) -> list[Marker]:
-        """Return the run's query starts and ends and the FIRING/RESOLVED changes of alerts scoped to it."""
+        """Return the run's query starts and ends, its rescales and the FIRING/RESOLVED changes of alerts scoped to it."""
         where, params = self._where(run, None)
         span = {"start": format_time(rng.start_ns), "end": format_time(rng.end_ns)}
         out: list[Marker] = []
@@ -162,6 +162,13 @@ class PanelStore:
                 end = r.get("end_ns")
                 if end is not None and rng.start_ns <= int(end) <= rng.end_ns:
                     out.append(Marker(int(end), "end", f"query {r.get('status') or 'ended'}"))
+        in_range, in_params = self._where(run, rng)
+        rescales = self._optional(f'SELECT "{FIELD_FROM_SHARDS}", "{FIELD_TO_SHARDS}" FROM "{JOB_RESCALE}" '
+                                  f'WHERE {in_range}', in_params)
+        for s in rescales:
+            for r in s.rows():
+                out.append(Marker(int(r["time"]), "rescale",
+                                  f"rescaled {r.get(FIELD_FROM_SHARDS)} → {r.get(FIELD_TO_SHARDS)} shards"))
         alerts = self._optional(f'SELECT "state", "scope" FROM "{ALERT_EVENTS}" WHERE time >= $start AND '
                                 'time < $end GROUP BY "rule"', span)
         for s in alerts:

@@ -40,3 +40,16 @@ def test_ingress_and_batch_reads(influx_client):
     assert batches.batches == 4 and batches.slowest_ms.values == (100.0, 110.0, 120.0, 130.0)
     assert [s.name for s in batches.phases_ms] == ["queryPlanning", "addBatch"]          # Spark's order
     assert store.batch_view("no-run", TimeRange(t0, t0 + 4 * NS), 1).batches == 0
+
+
+def test_a_rescale_is_a_marker_of_its_run_in_range(influx_client):
+    run, t0 = "r-rescale", (time.time_ns() // NS - 600) * NS
+    influx_client.write([Point("job_rescale", {"run": run}, {"from_shards": 1, "to_shards": 4, "batch_id": 7,
+                                                             "symbols": 300, "seconds": 0.02}, t0 + 5 * NS),
+                         Point("job_rescale", {"run": "other"}, {"from_shards": 4, "to_shards": 2, "batch_id": 9,
+                                                                 "symbols": 300, "seconds": 0.02}, t0 + 6 * NS)])
+    store = MetricsStore(influx_client)
+    got = store.markers(run, TimeRange(t0, t0 + 10 * NS))
+    assert [(m.time_ns, m.kind, m.text) for m in got] == [(t0 + 5 * NS, "rescale", "rescaled 1 → 4 shards")]
+    assert store.markers(run, TimeRange(t0 + 6 * NS, t0 + 10 * NS)) == []
+    assert store.markers("no-run", TimeRange(t0, t0 + 10 * NS)) == []
