@@ -166,6 +166,10 @@ def test_the_readme_stays_a_front_page():
     assert len(README.read_text().splitlines()) <= 300
 
 
+def test_the_benchmarks_readme_says_how_to_run_each_in_under_300_lines():
+    assert len((ROOT / "bench" / "README.md").read_text().splitlines()) <= 300
+
+
 # --- links ---------------------------------------------------------------------------------------
 
 _LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
