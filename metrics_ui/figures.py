@@ -33,7 +33,15 @@ _AXIS = dict(gridcolor="#ebf0f8", linecolor="#ebf0f8", zerolinecolor="#ebf0f8", 
              automargin=True)
 _TEMPLATE = go.layout.Template(layout=dict(paper_bgcolor="white", plot_bgcolor="white", xaxis=_AXIS, yaxis=_AXIS,
                                            font=dict(color="#2a3f5f"), hoverlabel=dict(align="left")))
-_LAYOUT = dict(template=_TEMPLATE, margin=dict(l=60, r=20, t=40, b=50), height=_HEIGHT,
+# Margins that already hold what Plotly's automargin would make room for: the y ticks' labels
+# (l), the last time label (r; a right-hand axis: `_Y2_R`), two-line time labels and the axis
+# title (b; a legend: `_LEGEND_B`). plotly.js draws a chart again whenever automargin moves a
+# margin, so these halve a page's drawing (docs/PERFORMANCE.md, "Design decisions"); automargin
+# stays on for labels wider than usual.
+_MARGIN = dict(l=66, r=32, t=40, b=58)
+_Y2_R = 66
+_LEGEND_B = 87
+_LAYOUT = dict(template=_TEMPLATE, margin=_MARGIN, height=_HEIGHT,
                legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left"),
                font=dict(size=12))
 _LEGEND_ROW_PX = 20
@@ -151,10 +159,18 @@ def legend_hidden(restyle, figure: dict | None, hidden) -> list[str]:
 
 
 def fit_legend(fig: go.Figure, per_row: int = LEGEND_PER_ROW) -> go.Figure:
-    """Grow `fig` by a legend row's height for each row past the first, so the plot keeps its size."""
+    """Grow `fig` by a legend row's height for each row past the first, so the plot keeps its size.
+
+    Its margins make room for the legend and a right-hand axis, as automargin would (`_MARGIN`).
+    """
     entries = sum(1 for t in fig.data if t.showlegend is not False)
     rows = -(-entries // per_row)
     fig.update_layout(height=(fig.layout.height or _HEIGHT) + _LEGEND_ROW_PX * max(0, rows - 1))
+    legend = fig.layout.showlegend if fig.layout.showlegend is not None else entries > 1
+    if legend:
+        fig.update_layout(margin_b=_LEGEND_B + _LEGEND_ROW_PX * max(0, rows - 1))
+    if any(getattr(t, "yaxis", None) == "y2" for t in fig.data):
+        fig.update_layout(margin_r=_Y2_R)
     return fig
 
 
