@@ -4,7 +4,7 @@ A Spark driver loads ~20,000 classes from its jars while the session, the query 
 first batch start; on a cold JVM that is most of a short run's wall time. Java's dynamic
 AppCDS archive keeps those classes parsed and verified in one file that later JVMs map
 (`-XX:SharedArchiveFile`): `marketspread replay` of 2M events took 6.5 s without it and
-5.2 s with it, its Spark session 2.5 s against 1.6 s (docs/PERFORMANCE.md, "Design
+5.2 s with it, its SparkSession start-up 2.5 s against 1.6 s (docs/PERFORMANCE.md, "Design
 decisions": "A class-data-sharing archive of the driver's classes, linked before the dump").
 
 The archive is an install artefact, like compiled bytecode: `scripts/setup` makes it once
