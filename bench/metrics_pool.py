@@ -1,11 +1,14 @@
 """Read the metrics' cost off several sittings of `metrics_overhead.py` together, with its noise.
 
-A sitting (one `metrics_overhead.py` run) reads a median of six pair ratios, and the runs
-it pairs vary by more than the effect it looks for: a run's batch gap settles anywhere
-from ~20 to ~36 ms at 50k events/s, whatever is switched on. So a sitting may pass or fail
-on noise. This tool pools the pairs of the sittings given and says how sure the figure
-is: each requirement's median pair ratio with a 95 % bootstrap interval (pairs drawn
-with replacement), per sitting and pooled.
+A sitting (one `metrics_overhead.py` run) reads a median of a few pair ratios, and the
+runs it pairs vary by more than the effect it looks for: a run's batch gap settles
+anywhere from ~20 to ~36 ms at 50k events/s, and a saturated run's throughput by 5-10 %,
+whatever is switched on. So a sitting may pass or fail on noise. This tool pools the
+pairs of the sittings given and says how sure the figure is: each requirement's median
+pair ratio with a 95 % bootstrap interval (pairs drawn with replacement), per sitting and
+pooled. The requirements are those `metrics_overhead.py` reads: throughput and p99 batch
+duration in throughput mode; CPU per million events, p99 latency and p99 batch duration
+in latency mode. A sitting that ran one mode only gives the other mode's no data.
 
     python -m bench.metrics_pool bench/out/metrics-overhead-*.json
 
@@ -27,14 +30,37 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.metrics_overhead import CPU_FIGURE, CPU_MAX_RATIO, P99_MAX_RATIO
+from bench.metrics_overhead import (BATCH_P99_FIGURE, BATCH_P99_MAX_RATIO, CPU_FIGURE, CPU_MAX_RATIO,
+                                    P99_MAX_RATIO, THROUGHPUT_FIGURE, THROUGHPUT_MIN_RATIO)
 from bench.output import add_record_flag, result_path, shown, write_result
 
-#: The requirements read here: (comparison figure in the sitting's JSON, bound on on/off).
-REQUIREMENTS = ((CPU_FIGURE, CPU_MAX_RATIO), ("p99 latency to committed (ms)", P99_MAX_RATIO))
-MODE = "latency"
 LEVEL = 0.95
 DRAWS = 10_000
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A bound on one figure's on/off ratio in one mode of a sitting."""
+    mode: str                          # "throughput" or "latency"
+    figure: str                        # the comparison's figure in the sitting's JSON
+    bound: float
+    at_least: bool = False             # True: on/off must be >= bound (throughput); else <= bound
+
+    @property
+    def name(self) -> str:
+        return f"{self.mode}: {self.figure} {'>=' if self.at_least else '<='} {self.bound}"
+
+    def within(self, ratio: float) -> bool:
+        return ratio >= self.bound if self.at_least else ratio <= self.bound
+
+
+REQUIREMENTS = (
+    Requirement("throughput", THROUGHPUT_FIGURE, THROUGHPUT_MIN_RATIO, at_least=True),
+    Requirement("throughput", BATCH_P99_FIGURE, BATCH_P99_MAX_RATIO),
+    Requirement("latency", CPU_FIGURE, CPU_MAX_RATIO),
+    Requirement("latency", "p99 latency to committed (ms)", P99_MAX_RATIO),
+    Requirement("latency", BATCH_P99_FIGURE, BATCH_P99_MAX_RATIO),
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +75,8 @@ class Estimate:
 @dataclass(frozen=True)
 class Judgement:
     """One requirement read off one estimate."""
+    requirement: str                   # Requirement.name
+    mode: str
     figure: str
     bound: float
     estimate: Estimate
@@ -62,7 +90,7 @@ class Sitting:
     path: str
     commit: str
     utc: str
-    ratios: dict[str, list[float]]     # figure -> on/off per complete pair
+    ratios: dict[str, dict[str, list[float]]]   # mode -> figure -> on/off per complete pair
 
 
 # --------------------------------------------------------------------------- statistics (pure)
@@ -79,54 +107,67 @@ def median_interval(ratios: list[float], level: float = LEVEL, draws: int = DRAW
     return Estimate(len(xs), round(float(np.median(xs)), 4), round(float(low), 4), round(float(high), 4))
 
 
-def judge(figure: str, bound: float, est: Estimate) -> Judgement:
-    """Read a requirement (on/off at most `bound`) off an estimate and its interval."""
+def judge(req: Requirement, est: Estimate) -> Judgement:
+    """Read a requirement off an estimate and its interval: met only when the whole interval is."""
     if est.pairs == 0:
         verdict = "no data"
-    elif est.high <= bound:
+    elif req.within(est.low) and req.within(est.high):
         verdict = "met"
-    elif est.low > bound:
+    elif not req.within(est.low) and not req.within(est.high):
         verdict = "not met"
     else:
         verdict = "inconclusive"
-    return Judgement(figure, bound, est, verdict, est.pairs > 0 and est.median <= bound)
+    return Judgement(req.name, req.mode, req.figure, req.bound, est, verdict,
+                     est.pairs > 0 and req.within(est.median))
 
 
-def pooled(sittings: list[Sitting], figure: str) -> list[float]:
-    """Return every sitting's pair ratios of `figure`, in order."""
-    return [r for s in sittings for r in s.ratios.get(figure, [])]
+def ratios_of(sitting: Sitting, req: Requirement) -> list[float]:
+    """Return a sitting's pair ratios for a requirement (none when it did not run that mode)."""
+    return sitting.ratios.get(req.mode, {}).get(req.figure, [])
+
+
+def pooled(sittings: list[Sitting], req: Requirement) -> list[float]:
+    """Return every sitting's pair ratios for `req`, in order."""
+    return [r for s in sittings for r in ratios_of(s, req)]
 
 
 # --------------------------------------------------------------------------- files
 
-def read_sitting(path: Path, mode: str = MODE) -> Sitting:
-    """Read a `metrics_overhead.py` result file; ValueError when it holds no such comparison."""
+def read_sitting(path: Path) -> Sitting:
+    """Read a `metrics_overhead.py` result file; ValueError when it holds no mode's comparison."""
+    modes = sorted({r.mode for r in REQUIREMENTS})
     try:
         doc = json.loads(path.read_text())
-        comps = doc["summary"][mode]["comparisons"]
-        ratios = {c["figure"]: [float(r) for r in c["ratios"] if r is not None] for c in comps
-                  if isinstance(c, dict) and isinstance(c.get("ratios"), list)}
+        summary = doc["summary"]
+        ratios = {}
+        for mode in modes:
+            if mode not in summary:
+                continue
+            ratios[mode] = {c["figure"]: [float(r) for r in c["ratios"] if r is not None]
+                            for c in summary[mode]["comparisons"]
+                            if isinstance(c, dict) and isinstance(c.get("ratios"), list)}
+        if not ratios:
+            raise KeyError(" or ".join(modes))
         return Sitting(str(path), str(doc.get("git", {}).get("commit", "?")), str(doc.get("utc", "?")), ratios)
     except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
-        raise ValueError(f"{path}: not a metrics_overhead.py result with a {mode} comparison ({e})") from None
+        raise ValueError(f"{path}: not a metrics_overhead.py result with a throughput or latency "
+                         f"comparison ({e})") from None
 
 
 def report(sittings: list[Sitting], per: list[list[Judgement]], pool: list[Judgement]) -> str:
-    """Format the per-sitting and pooled table, one column per requirement."""
+    """Format one block per requirement: a line per sitting, then the pooled line."""
     def cell(j: Judgement) -> str:
         e = j.estimate
-        return f"{e.median:.3f} [{e.low:.3f}, {e.high:.3f}] {j.verdict}" if e.pairs else "-"
-    heads = [f"{f} <= {b}" for f, b in REQUIREMENTS]
-    out = [f"metrics on/off, median of pair ratios [{LEVEL:.0%} bootstrap interval], {MODE} mode"]
-    out.append(f"  {'sitting':<40} {'commit':<8} {'pairs':>5}  " + "  ".join(f"{h:<42}" for h in heads))
-    for s, js in zip(sittings, per):
-        out.append(f"  {Path(s.path).name:<40} {s.commit:<8} {js[0].estimate.pairs:>5}  "
-                   + "  ".join(f"{cell(j):<42}" for j in js))
-    out.append(f"  {'pooled':<40} {'':<8} {pool[0].estimate.pairs:>5}  " + "  ".join(f"{cell(j):<42}" for j in pool))
-    for i, (fig, bound) in enumerate(REQUIREMENTS):
-        within = sum(js[i].median_within for js in per)
-        out.append(f"  {fig} <= {bound}: the sitting's median within in {within} of {len(per)} sittings; "
-                   f"pooled {pool[i].verdict}")
+        return f"{e.pairs:>3} pairs  {e.median:.3f} [{e.low:.3f}, {e.high:.3f}]  {j.verdict}" if e.pairs else "  - no data"
+    out = [f"metrics on/off, median of pair ratios [{LEVEL:.0%} bootstrap interval]"]
+    for i, req in enumerate(REQUIREMENTS):
+        out.append(f"  {req.name}")
+        for s, js in zip(sittings, per):
+            out.append(f"    {Path(s.path).name:<44} {s.commit[:8]:<8} {cell(js[i])}")
+        ran = [js[i] for js in per if js[i].estimate.pairs]
+        within = sum(j.median_within for j in ran)
+        out.append(f"    {'pooled':<44} {'':<8} {cell(pool[i])}")
+        out.append(f"    the sitting's median within in {within} of {len(ran)} sittings")
     return "\n".join(out)
 
 
@@ -142,13 +183,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"metrics_pool: {e}", file=sys.stderr)
         return 2
-    per = [[judge(f, b, median_interval(s.ratios.get(f, []))) for f, b in REQUIREMENTS] for s in sittings]
-    pool = [judge(f, b, median_interval(pooled(sittings, f))) for f, b in REQUIREMENTS]
+    per = [[judge(r, median_interval(ratios_of(s, r))) for r in REQUIREMENTS] for s in sittings]
+    pool = [judge(r, median_interval(pooled(sittings, r))) for r in REQUIREMENTS]
     print(report(sittings, per, pool))
     path = args.out or result_path("metrics-pool", args.record)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out = write_result({
-        "benchmark": "metrics-pool", "utc": stamp, "level": LEVEL, "draws": DRAWS, "mode": MODE,
+        "benchmark": "metrics-pool", "utc": stamp, "level": LEVEL, "draws": DRAWS,
         "sittings": [dict(asdict(s), judgements=[asdict(j) for j in js]) for s, js in zip(sittings, per)],
         "pooled": [asdict(j) for j in pool]}, path)
     print(f"  -> {shown(out)}")
