@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Collection, Mapping, Sequence
 
-import plotly.graph_objects as go
 from dash import Input, Patch, dcc, html, no_update
 from flask import current_app
 
@@ -22,6 +21,7 @@ from collector.query.series import MARKET_SPREAD_STEPS, START_TO_END, GroupStats
 from collector.query.store import MetricsStore
 from collector.vocabulary import STEP_CHECK, STEP_INGRESS, STEP_JOB, STEP_SINK, STEP_SOURCE
 from metrics_ui.figures import figure_patch
+from metrics_ui.plot import Figure
 from collector.query.ranges import DEFAULT_RANGE, RANGE_CUSTOM, RANGES, TimeRange, picker_time, resolve_range
 
 EXTENSION = "metrics_ui"                 # key of the MetricsStore in the Flask app's extensions
@@ -370,13 +370,12 @@ class FigureMemo:
         self._figures: OrderedDict[tuple[str, str], dict] = OrderedDict()
         self._lock = threading.Lock()
 
-    def send(self, name: str, held: str | None, digest: str, fig: go.Figure) -> dict | Patch:
+    def send(self, name: str, held: str | None, digest: str, fig: Figure) -> dict | Patch:
         """Remember `fig` as `name`'s figure of `digest`; return the Patch from the page's `held` one, else `fig`.
 
-        `fig` goes as the dict remembered (`to_plotly_json`, a deep copy): sent as a `go.Figure`,
-        Dash's encoder would make that copy a second time.
+        The figure remembered is the one sent: a builder makes a new one each time, never changed after.
         """
-        new = fig.to_plotly_json()
+        new = fig
         with self._lock:
             old = self._figures.get((name, held)) if held else None
             self._figures[(name, digest)] = new
@@ -416,7 +415,7 @@ def only_changed(outputs: Mapping[str, tuple[object, Callable[[], object]]], pre
             out.append(no_update)
             continue
         value = build()
-        if k in patch and isinstance(value, go.Figure):
+        if k in patch and isinstance(value, Figure):
             value = figure_memo().send(f"{scope}:{k}", before.get(k) if tick else None, digests[k], value)
         out.append(value)
     return out, digests

@@ -7,11 +7,9 @@ figure carrying the page's empty-state text.
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Mapping, Sequence
 
 import numpy as np
-import plotly.graph_objects as go
 from dash import Patch
 
 from collector.bins import UiBin, format_ns
@@ -21,18 +19,18 @@ from collector.query.panels import BatchView, IngressView, Marker
 from collector.query.series import MARKET_SPREAD_STEPS, TimeSeries
 from collector.query.ranges import TimeRange
 from collector.vocabulary import PIPELINE_NBBO, PIPELINE_ORDERS, STEP_E2E, STEP_JOB
+from metrics_ui.plot import Figure, bar, iso_times, scatter
 
 NO_DATA = "no data yet for this run in the selected range"
 _MS = 1e6
 _HEIGHT = 320
 # The legend sits at the foot of the figure (container coordinates): Plotly then reserves
 # its height below the x-axis title, so a legend of any length never covers the axis.
-# A small white template: the same look as "plotly_white" without its trace defaults, which
-# plotly deep-copies and validates for every figure (~45 ms each; this one ~1 ms).
+# A small white template: the same look as "plotly_white" without its trace defaults.
 _AXIS = dict(gridcolor="#ebf0f8", linecolor="#ebf0f8", zerolinecolor="#ebf0f8", zerolinewidth=2, ticks="",
              automargin=True)
-_TEMPLATE = go.layout.Template(layout=dict(paper_bgcolor="white", plot_bgcolor="white", xaxis=_AXIS, yaxis=_AXIS,
-                                           font=dict(color="#2a3f5f"), hoverlabel=dict(align="left")))
+_TEMPLATE = dict(layout=dict(paper_bgcolor="white", plot_bgcolor="white", xaxis=_AXIS, yaxis=_AXIS,
+                             font=dict(color="#2a3f5f"), hoverlabel=dict(align="left")))
 # Margins that already hold what Plotly's automargin would make room for: the y ticks' labels
 # (l), the last time label (r; a right-hand axis: `_Y2_R`), two-line time labels and the axis
 # title (b; a legend: `_LEGEND_B`). plotly.js draws a chart again whenever automargin moves a
@@ -77,14 +75,13 @@ def step_colours(order: Sequence[str] = MARKET_SPREAD_STEPS) -> dict[str, str]:
     return {s: _STEP_PALETTE[i % len(_STEP_PALETTE)] for i, s in enumerate(steps)}
 
 
-def base_figure() -> go.Figure:
+def base_figure() -> Figure:
     """Return an empty figure with the dashboard's layout, for builders in other modules."""
-    return go.Figure(layout=_LAYOUT)
+    return Figure(layout=_LAYOUT)
 
 
-
-def _times(ns: Sequence[int]) -> list[datetime]:
-    return [datetime.fromtimestamp(t / 1e9, timezone.utc) for t in ns]
+def _times(ns: Sequence[int]) -> list[str]:
+    return iso_times(ns)
 
 
 def latency_ticks(values_ms: Sequence[float], want: int = 3) -> tuple[list[float], list[str]]:
@@ -108,8 +105,8 @@ def latency_ticks(values_ms: Sequence[float], want: int = 3) -> tuple[list[float
     return ticks, [format_ns(t * _MS) for t in ticks]
 
 
-def time_axes(fig: go.Figure, rng: TimeRange | None, revision: str | None = None,
-              markers: Sequence[Marker] = ()) -> go.Figure:
+def time_axes(fig: Figure, rng: TimeRange | None, revision: str | None = None,
+              markers: Sequence[Marker] = ()) -> Figure:
     """Give a time chart the page's shared range, a hover across its series, `markers` as lines.
 
     `revision` becomes the figure's `uirevision`: while it stays the same, a live update keeps
@@ -117,7 +114,7 @@ def time_axes(fig: go.Figure, rng: TimeRange | None, revision: str | None = None
     unless the figure itself changes that attribute: a new range brings its own x range).
     """
     if rng is not None:
-        fig.update_xaxes(range=_times((rng.start_ns, rng.end_ns)), type="date")
+        fig.update_layout(xaxis=dict(range=_times((rng.start_ns, rng.end_ns)), type="date"))
     fig.update_layout(hovermode="x unified", uirevision=revision)
     for m in markers:
         at = _times((m.time_ns,))[0]
@@ -128,12 +125,12 @@ def time_axes(fig: go.Figure, rng: TimeRange | None, revision: str | None = None
     return fig
 
 
-def hide_series(fig: go.Figure, names) -> go.Figure:
+def hide_series(fig: Figure, names) -> Figure:
     """Show the series named in `names` in the legend only (the user hid them)."""
     hidden = set(names or ())
     for t in fig.data:
-        if t.name in hidden:
-            t.visible = "legendonly"
+        if t.get("name") in hidden:
+            t["visible"] = "legendonly"
     return fig
 
 
@@ -158,39 +155,39 @@ def legend_hidden(restyle, figure: dict | None, hidden) -> list[str]:
     return out
 
 
-def fit_legend(fig: go.Figure, per_row: int = LEGEND_PER_ROW) -> go.Figure:
+def fit_legend(fig: Figure, per_row: int = LEGEND_PER_ROW) -> Figure:
     """Grow `fig` by a legend row's height for each row past the first, so the plot keeps its size.
 
     Its margins make room for the legend and a right-hand axis, as automargin would (`_MARGIN`).
     """
-    entries = sum(1 for t in fig.data if t.showlegend is not False)
+    entries = sum(1 for t in fig.data if t.get("showlegend") is not False)
     rows = -(-entries // per_row)
-    fig.update_layout(height=(fig.layout.height or _HEIGHT) + _LEGEND_ROW_PX * max(0, rows - 1))
-    legend = fig.layout.showlegend if fig.layout.showlegend is not None else entries > 1
-    if legend:
-        fig.update_layout(margin_b=_LEGEND_B + _LEGEND_ROW_PX * max(0, rows - 1))
-    if any(getattr(t, "yaxis", None) == "y2" for t in fig.data):
-        fig.update_layout(margin_r=_Y2_R)
+    fig.update_layout(height=(fig.layout.get("height") or _HEIGHT) + _LEGEND_ROW_PX * max(0, rows - 1))
+    shown = fig.layout.get("showlegend")
+    if shown if shown is not None else entries > 1:
+        fig.update_layout(margin=dict(b=_LEGEND_B + _LEGEND_ROW_PX * max(0, rows - 1)))
+    if any(t.get("yaxis") == "y2" for t in fig.data):
+        fig.update_layout(margin=dict(r=_Y2_R))
     return fig
 
 
-def empty_figure(title: str, message: str = NO_DATA) -> go.Figure:
+def empty_figure(title: str, message: str = NO_DATA) -> Figure:
     """Return an axis-less figure that shows `message` in its middle."""
-    fig = go.Figure(layout=_LAYOUT)
+    fig = Figure(layout=_LAYOUT)
     fig.update_layout(title=title, xaxis=dict(visible=False), yaxis=dict(visible=False),
                       annotations=[dict(text=message, showarrow=False, font=dict(size=14, color="#666"),
                                         xref="paper", yref="paper", x=0.5, y=0.5)])
     return fig
 
 
-def throughput_figure(series: Sequence[TimeSeries], title: str = "Throughput") -> go.Figure:
+def throughput_figure(series: Sequence[TimeSeries], title: str = "Throughput") -> Figure:
     """Return events/s over time, one line per series."""
     if not any(s.values for s in series):
         return empty_figure(title)
-    fig = go.Figure(layout=_LAYOUT)
+    fig = Figure(layout=_LAYOUT)
     for i, s in enumerate(series):
         name = s.name or "all"
-        fig.add_trace(go.Scatter(x=_times(s.times_ns), y=list(s.values), mode="lines", name=name,
+        fig.add_trace(scatter(x=_times(s.times_ns), y=list(s.values), mode="lines", name=name,
                                  line=dict(color=colour(name, i), dash=DASHES.get(name), width=2),
                                  hovertemplate="%{y:,.0f} events/s"))
     fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="throughput (events/s)",
@@ -198,16 +195,16 @@ def throughput_figure(series: Sequence[TimeSeries], title: str = "Throughput") -
     return fit_legend(fig)
 
 
-def percentiles_over_time_figure(series: Sequence[TimeSeries], title: str) -> go.Figure:
+def percentiles_over_time_figure(series: Sequence[TimeSeries], title: str) -> Figure:
     """Return latency percentiles over time (ms, log axis), one line per percentile."""
     if not any(s.values for s in series):
         return empty_figure(title)
-    fig = go.Figure(layout=_LAYOUT)
+    fig = Figure(layout=_LAYOUT)
     ys = []
     for i, s in enumerate(series):
         y = [v / _MS for v in s.values]
         ys += y
-        fig.add_trace(go.Scatter(x=_times(s.times_ns), y=y, mode="lines", name=PERCENTILE_NAMES.get(s.name, s.name),
+        fig.add_trace(scatter(x=_times(s.times_ns), y=y, mode="lines", name=PERCENTILE_NAMES.get(s.name, s.name),
                                  line=dict(color=colour(s.name, i)), customdata=[format_ns(v) for v in s.values],
                                  hovertemplate="%{customdata}"))
     ticks, labels = latency_ticks(ys)
@@ -217,18 +214,18 @@ def percentiles_over_time_figure(series: Sequence[TimeSeries], title: str) -> go
 
 
 def busy_share_figure(busy: Sequence[TimeSeries], backpressured: Sequence[TimeSeries], title: str,
-                      message: str = NO_DATA, order: Sequence[str] = MARKET_SPREAD_STEPS) -> go.Figure:
+                      message: str = NO_DATA, order: Sequence[str] = MARKET_SPREAD_STEPS) -> Figure:
     """Return busy (solid) and backpressured (dashed) shares of time per step, 0-100 %."""
     if not any(s.values for s in (*busy, *backpressured)):
         return empty_figure(title, message)
-    fig = go.Figure(layout=_LAYOUT)
+    fig = Figure(layout=_LAYOUT)
     steps = step_colours(order)
     for i, s in enumerate(busy):
-        fig.add_trace(go.Scatter(x=_times(s.times_ns), y=[v * 100 for v in s.values], mode="lines",
+        fig.add_trace(scatter(x=_times(s.times_ns), y=[v * 100 for v in s.values], mode="lines",
                                  name=f"{s.name} busy", line=dict(color=colour(s.name, i, steps)),
                                  hovertemplate="%{y:.0f} %"))
     for i, s in enumerate(backpressured):
-        fig.add_trace(go.Scatter(x=_times(s.times_ns), y=[v * 100 for v in s.values], mode="lines",
+        fig.add_trace(scatter(x=_times(s.times_ns), y=[v * 100 for v in s.values], mode="lines",
                                  name=f"{s.name} backpressured", line=dict(dash="dash", color=colour(s.name, i, steps)),
                                  hovertemplate="%{y:.0f} %"))
     fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="share of time (%)",
@@ -237,25 +234,25 @@ def busy_share_figure(busy: Sequence[TimeSeries], backpressured: Sequence[TimeSe
 
 
 def backlog_figure(series: Sequence[TimeSeries], title: str, message: str = NO_DATA,
-                   order: Sequence[str] = MARKET_SPREAD_STEPS) -> go.Figure:
+                   order: Sequence[str] = MARKET_SPREAD_STEPS) -> Figure:
     """Return the backlog (events not yet processed) over time, one line per step."""
     if not any(s.values for s in series):
         return empty_figure(title, message)
-    fig = go.Figure(layout=_LAYOUT)
+    fig = Figure(layout=_LAYOUT)
     steps = step_colours(order)
     for i, s in enumerate(series):
-        fig.add_trace(go.Scatter(x=_times(s.times_ns), y=list(s.values), mode="lines", name=s.name,
+        fig.add_trace(scatter(x=_times(s.times_ns), y=list(s.values), mode="lines", name=s.name,
                                  line=dict(color=colour(s.name, i, steps)), hovertemplate="%{y:,.0f} events"))
     fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="backlog (events)", yaxis_rangemode="tozero")
     return fit_legend(fig)
 
 
-def bins_figure(bins: Sequence[UiBin], title: str = "Percent of events by latency bin") -> go.Figure:
+def bins_figure(bins: Sequence[UiBin], title: str = "Percent of events by latency bin") -> Figure:
     """Return Wallaroo's bar chart: the share of events in each latency bin."""
     if not sum(b.count for b in bins):
         return empty_figure(title)
-    fig = go.Figure(layout=_LAYOUT)
-    fig.add_trace(go.Bar(x=[b.label for b in bins], y=[b.percent for b in bins],
+    fig = Figure(layout=_LAYOUT)
+    fig.add_trace(bar(x=[b.label for b in bins], y=[b.percent for b in bins],
                          customdata=[b.count for b in bins],
                          hovertemplate="%{x}: %{y:.3f} %% (%{customdata:,} events)<extra></extra>",
                          text=[bin_label(b.percent) for b in bins], textposition="outside", cliponaxis=False,
@@ -275,41 +272,41 @@ def bin_label(percent: float) -> str:
     return f"{percent:.3g} %"
 
 
-def batch_figure(view: BatchView, title: str = "Spark micro-batches") -> go.Figure:
+def batch_figure(view: BatchView, title: str = "Spark micro-batches") -> Figure:
     """Return each bucket's mean batch phases (ms, stacked) and its slowest batch (line)."""
     if not view.slowest_ms.values:
         return empty_figure(title, "no Spark progress written for this run in the range")
-    fig = go.Figure(layout=_LAYOUT)
+    fig = Figure(layout=_LAYOUT)
     for i, s in enumerate(view.phases_ms):
-        fig.add_trace(go.Scatter(x=_times(s.times_ns), y=list(s.values), mode="lines", name=s.name,
+        fig.add_trace(scatter(x=_times(s.times_ns), y=list(s.values), mode="lines", name=s.name,
                                  stackgroup="phases", line=dict(width=0.5, color=_PALETTE[i % len(_PALETTE)]),
                                  hovertemplate="%{y:,.0f} ms"))
     s = view.slowest_ms
-    fig.add_trace(go.Scatter(x=_times(s.times_ns), y=list(s.values), mode="lines", name=s.name,
+    fig.add_trace(scatter(x=_times(s.times_ns), y=list(s.values), mode="lines", name=s.name,
                              line=dict(color="#222", width=2), hovertemplate="%{y:,.0f} ms"))
     fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="duration (ms)", yaxis_rangemode="tozero")
     return fit_legend(fig)
 
 
-def bad_frames_figure(view: IngressView, title: str = "Bad frames set aside by the ingress") -> go.Figure:
+def bad_frames_figure(view: IngressView, title: str = "Bad frames set aside by the ingress") -> Figure:
     """Return the frames the ingress set aside per bucket, stacked by reason."""
     if not view.bad_by_reason:
         return empty_figure(title, "no bad frames in the range")
-    fig = go.Figure(layout=_LAYOUT)
+    fig = Figure(layout=_LAYOUT)
     for i, s in enumerate(view.bad_by_reason):
-        fig.add_trace(go.Bar(x=_times(s.times_ns), y=list(s.values), name=s.name,
+        fig.add_trace(bar(x=_times(s.times_ns), y=list(s.values), name=s.name,
                              marker_color=_PALETTE[i % len(_PALETTE)], hovertemplate="%{y:,.0f} frames"))
     fig.update_layout(title=title, barmode="stack", xaxis_title="time (UTC)", yaxis_title="bad frames")
     return fit_legend(fig)
 
 
-def muted_figure(view: IngressView, title: str = "Ingress muted (backpressure)") -> go.Figure:
+def muted_figure(view: IngressView, title: str = "Ingress muted (backpressure)") -> Figure:
     """Return the share of each bucket the ingress' sockets were muted, 0-100 %."""
     s = view.muted_share
     if not s.values:
         return empty_figure(title, "no ingress figures for this run in the range")
-    fig = go.Figure(layout=_LAYOUT)
-    fig.add_trace(go.Scatter(x=_times(s.times_ns), y=[v * 100 for v in s.values], mode="lines", name="muted",
+    fig = Figure(layout=_LAYOUT)
+    fig.add_trace(scatter(x=_times(s.times_ns), y=[v * 100 for v in s.values], mode="lines", name="muted",
                              fill="tozeroy", line=dict(color=COLOURS[STEP_JOB]), hovertemplate="%{y:.0f} %"))
     fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="time muted (%)", yaxis_range=[0, 100],
                       showlegend=False)
@@ -323,21 +320,21 @@ def curve_levels(nines: int = CURVE_NINES, per_decade: int = 20) -> np.ndarray:
 
 
 def percentile_curve_figure(hist: LatencyHistogram, marks: dict[float, int] | None = None,
-                            title: str = "Latency by percentile") -> go.Figure:
+                            title: str = "Latency by percentile") -> Figure:
     """Return the full percentile curve (p0 .. p99.999) of a histogram, both axes log."""
     if not hist.total_count:
         return empty_figure(title)
     levels = curve_levels()
     values = hist.percentiles(levels.tolist())
     x = [1.0 / (1.0 - p / 100.0) for p in levels]
-    fig = go.Figure(layout=_LAYOUT)
+    fig = Figure(layout=_LAYOUT)
     curve = [values[p] / _MS for p in levels]
-    fig.add_trace(go.Scatter(x=x, y=curve, mode="lines", name="latency",
+    fig.add_trace(scatter(x=x, y=curve, mode="lines", name="latency",
                              customdata=[[f"{p:.4g}", format_ns(values[p])] for p in levels],
                              hovertemplate="p%{customdata[0]}: %{customdata[1]}<extra></extra>"))
     marked = [v / _MS for v in (marks or {}).values()]
     if marks:
-        fig.add_trace(go.Scatter(x=[1.0 / (1.0 - p / 100.0) for p in marks], y=marked,
+        fig.add_trace(scatter(x=[1.0 / (1.0 - p / 100.0) for p in marks], y=marked,
                                  mode="markers+text", name="Wallaroo percentiles", cliponaxis=False,
                                  text=[f"p{p:g}" for p in marks], textposition="top left"))
     ticks = [1.0 / (1.0 - p / 100.0) for p in (0.0, 90.0, 99.0, 99.9, 99.99, 99.999)]
@@ -375,7 +372,7 @@ def _points(trace: Mapping) -> list[tuple]:
 def figure_patch(old: Mapping, new: Mapping, max_share: float = 0.5) -> Patch | None:
     """Return the Patch that turns figure `old` into `new` by points dropped and appended; None if it does not pay.
 
-    `old` and `new` are figures as `go.Figure.to_plotly_json()` gives them. A live chart's
+    `old` and `new` are figures as plotly.js's JSON (`plot.Figure`). A live chart's
     window slides: points leave at the front, new ones arrive at the back, and the last few
     may be revised (a second still being written). So, per trace, the points of `old`
     before `new`'s first are deleted, the longest run of equal points is kept, the rest of

@@ -488,7 +488,7 @@ def _backpressure_panel(bp: BackpressureView, order=MARKET_SPREAD_STEPS) -> tupl
         return _backpressure_empty(c.BP_EMPTY, order)
     busy = figures.busy_share_figure(bp.busy, bp.backpressured, _BUSY_TITLE, order=order)
     backlog = figures.backlog_figure(bp.backlog, _BACKLOG_TITLE, order=order)
-    height = max(busy.layout.height, backlog.layout.height)     # side by side: equally tall
+    height = max(busy.layout["height"], backlog.layout["height"])     # side by side: equally tall
     return (c.table(c.BP_HEADER, c.backpressure_rows(bp.latest), JOB_BP + "-table", empty=c.BP_EMPTY),
             c.job_graph(bp.latest, JOB_GRAPH + "-chain", order),
             busy.update_layout(height=height), backlog.update_layout(height=height))

@@ -1,11 +1,11 @@
 """The pure parts behind the job and step charts (their reads: tests/collector/query/test_panels.py)."""
 from __future__ import annotations
 
-import plotly.graph_objects as go
 from dash import no_update
 
 from metrics_ui import components as c
 from metrics_ui import figures
+from metrics_ui.plot import Figure, scatter
 from collector.query.ranges import TimeRange
 
 from .conftest import NS
@@ -50,15 +50,15 @@ def test_only_changed_outputs_are_built_and_sent():
     def figure(y):
         def build():
             built.append(y)
-            return go.Figure(go.Scatter(x=[1, 2], y=y))
+            return Figure(data=[scatter(x=[1, 2], y=y)])
         return (tuple(y), build)
 
     first, digests = c.only_changed({"a": figure([3, 4]), "b": c.as_is("text")}, None)
-    assert isinstance(first[0], go.Figure) and first[1] == "text" and built == [[3, 4]]
+    assert isinstance(first[0], Figure) and first[1] == "text" and built == [[3, 4]]
     again, same = c.only_changed({"a": figure([3, 4]), "b": c.as_is("other")}, digests)
     assert again == [no_update, "other"] and same["a"] == digests["a"] and built == [[3, 4]]   # not rebuilt
     third, _ = c.only_changed({"a": figure([3, 5]), "b": c.as_is("other")}, same)
-    assert isinstance(third[0], go.Figure) and third[1] is no_update and built == [[3, 4], [3, 5]]
+    assert isinstance(third[0], Figure) and third[1] is no_update and built == [[3, 4], [3, 5]]
 
 
 def test_latency_ticks_read_in_units():
@@ -91,6 +91,6 @@ def test_legend_clicks_are_kept_by_series_name_and_whole_figures_hide_those_seri
                  [{"visible": ["legendonly"]}, ["0"]]):
         assert figures.legend_hidden(junk, fig, ["p50"]) == ["p50"]                  # nothing else changes
     assert figures.legend_hidden([{"visible": ["legendonly"]}, [0]], None, []) == []
-    built = go.Figure([go.Scatter(x=[1], y=[1], name=n) for n in ("p50", "p99", "p99.9")])
+    built = Figure(data=[scatter(x=[1], y=[1], name=n) for n in ("p50", "p99", "p99.9")])
     out = figures.hide_series(built, ["p99.9", "gone"])
-    assert [t.visible for t in out.data] == [None, None, "legendonly"]
+    assert [t.get("visible") for t in out.data] == [None, None, "legendonly"]

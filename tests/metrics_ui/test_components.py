@@ -20,16 +20,17 @@ def test_durations_are_compact_in_their_two_largest_units():
 def test_multi_series_legends_sit_at_the_foot_and_grow_the_figure_by_rows():
     series = [TimeSeries(f"s{i}", (0, 10**9), (1.0, 2.0)) for i in range(9)]
     busy = figures.busy_share_figure(series[:5], series[:4], "busy")
-    assert (busy.layout.legend.yref, busy.layout.legend.yanchor, busy.layout.legend.y) == ("container", "bottom", 0)
-    assert busy.layout.height == 320 + 2 * 20                        # 9 entries: three rows of four
-    assert figures.backlog_figure(series[:2], "backlog").layout.height == 320
+    legend = busy.layout["legend"]
+    assert (legend["yref"], legend["yanchor"], legend["y"]) == ("container", "bottom", 0)
+    assert busy.layout["height"] == 320 + 2 * 20                     # 9 entries: three rows of four
+    assert figures.backlog_figure(series[:2], "backlog").layout["height"] == 320
 
 
 def test_percentile_curve_leaves_room_above_its_highest_label():
     hist = LatencyHistogram.from_values(np.array([20_000_000_000] * 999 + [26_000_000_000]))
     marks = hist.percentiles((50.0, 99.9, 99.99))
     fig = figures.percentile_curve_figure(hist, marks)
-    low, high = fig.layout.yaxis.range
+    low, high = fig.layout["yaxis"]["range"]
     top = math.log10(max(marks.values()) / 1e6)
     assert high - top >= 0.15 * (high - low)                        # a flat tail: labels stay in the plot
-    assert fig.data[1].cliponaxis is False
+    assert fig.data[1]["cliponaxis"] is False

@@ -71,7 +71,9 @@ def test_a_revised_last_point_is_replaced_and_style_changes_go_whole():
     assert _apply(_json(old), patch) == _json(new)
     # another set of series, or one of a new style, is a new figure
     assert figures.figure_patch(old.to_plotly_json(), figures.empty_figure("t").to_plotly_json()) is None
-    restyled = _throughput(1, 300).update_traces(line_width=5)
+    restyled = _throughput(1, 300)
+    for trace in restyled.data:
+        trace["line"]["width"] = 5
     assert figures.figure_patch(old.to_plotly_json(), restyled.to_plotly_json()) is None
     # most points new (a jump of the window): whole
     assert figures.figure_patch(old.to_plotly_json(), _throughput(250, 300).to_plotly_json()) is None
