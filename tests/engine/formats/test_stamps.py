@@ -7,6 +7,7 @@ import pytest
 from collector.samples import STEP_CHECK, STEP_E2E, STEP_SINK, STEP_SOURCE, encode_samples, record_step
 from engine.wire.fixish import NBBO_TYPE, ORDER_TYPE
 from engine.formats.records import EVENT_DTYPE
+from engine.formats import stamps as stamps_module
 from engine.formats.stamps import (STAMPS_MAGIC, BatchStamps, batch_stamps, decode_figures, interval_samples,
                                    stamps_samples)
 
@@ -150,3 +151,23 @@ def test_batches_merged_per_worker_and_interval_equal_their_samples_added_up():
     assert len(merged) < sum(len(stamps_samples(st)) for st in stamps) // 4
     assert [st.newest_ns for st in stamps[:2]] == [stamps[0].updated_ns, stamps[1].written_ns]
     assert stamps[-1].newest_ns is None and stamps_samples(stamps[-1]) == []
+
+
+def test_a_poll_large_enough_for_the_dense_count_gives_the_sorts_samples(monkeypatch):
+    """A poll of large batches is bucketed by one dense count over every slot (no sort): the same samples."""
+    rng = np.random.default_rng(11)
+    stamps = []
+    for i in range(3):
+        n = 60_000
+        ev = np.zeros(n, EVENT_DTYPE)
+        chunk = np.sort(rng.integers(1, 40_000, n))
+        ev["ingest_ns"] = 10**18 - 10**9 + chunk * 20_000
+        ev["kind"] = np.where(chunk % 2, NBBO_TYPE, ORDER_TYPE)
+        rejected = np.flatnonzero((ev["kind"] == ORDER_TYPE) & (rng.random(n) < 0.1))
+        t0 = 10**18 + i * 1_000_000
+        stamps.append(batch_stamps(ev, rejected, "h/p0", t0, t0 + 4_000_000, t0 + 6_000_000))
+    assert sum(2 * len(st.run_keys) + 2 * len(st.rejected_ns) for st in stamps) > stamps_module._DENSE_MIN_VALUES
+    dense = interval_samples(stamps, 10**9)
+    monkeypatch.setattr(stamps_module, "_DENSE_MIN_VALUES", 10**12)
+    assert _figures(dense) == _figures(interval_samples(stamps, 10**9))
+    assert sum(s.counts.total for s in dense if s.step == STEP_SOURCE) == 3 * 60_000
