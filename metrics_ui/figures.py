@@ -80,10 +80,6 @@ def base_figure() -> Figure:
     return Figure(layout=_LAYOUT)
 
 
-def _times(ns: Sequence[int]) -> list[str]:
-    return iso_times(ns)
-
-
 def latency_ticks(values_ms: Sequence[float], want: int = 3) -> tuple[list[float], list[str]]:
     """Return log-axis ticks (ms) within `values_ms`, labelled in their unit ("500 µs", "2 s").
 
@@ -114,10 +110,10 @@ def time_axes(fig: Figure, rng: TimeRange | None, revision: str | None = None,
     unless the figure itself changes that attribute: a new range brings its own x range).
     """
     if rng is not None:
-        fig.update_layout(xaxis=dict(range=_times((rng.start_ns, rng.end_ns)), type="date"))
+        fig.update_layout(xaxis=dict(range=iso_times((rng.start_ns, rng.end_ns)), type="date"))
     fig.update_layout(hovermode="x unified", uirevision=revision)
     for m in markers:
-        at = _times((m.time_ns,))[0]
+        at = iso_times((m.time_ns,))[0]
         tint = _MARKER_COLOURS.get(m.kind, "#555")
         fig.add_shape(type="line", x0=at, x1=at, yref="paper", y0=0, y1=1, line=dict(color=tint, width=1, dash="dot"))
         fig.add_annotation(x=at, yref="paper", y=1, text=m.text, showarrow=False, xanchor="left", yanchor="top",
@@ -187,7 +183,7 @@ def throughput_figure(series: Sequence[TimeSeries], title: str = "Throughput") -
     fig = Figure(layout=_LAYOUT)
     for i, s in enumerate(series):
         name = s.name or "all"
-        fig.add_trace(scatter(x=_times(s.times_ns), y=list(s.values), mode="lines", name=name,
+        fig.add_trace(scatter(x=iso_times(s.times_ns), y=list(s.values), mode="lines", name=name,
                                  line=dict(color=colour(name, i), dash=DASHES.get(name), width=2),
                                  hovertemplate="%{y:,.0f} events/s"))
     fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="throughput (events/s)",
@@ -204,7 +200,7 @@ def percentiles_over_time_figure(series: Sequence[TimeSeries], title: str) -> Fi
     for i, s in enumerate(series):
         y = [v / _MS for v in s.values]
         ys += y
-        fig.add_trace(scatter(x=_times(s.times_ns), y=y, mode="lines", name=PERCENTILE_NAMES.get(s.name, s.name),
+        fig.add_trace(scatter(x=iso_times(s.times_ns), y=y, mode="lines", name=PERCENTILE_NAMES.get(s.name, s.name),
                                  line=dict(color=colour(s.name, i)), customdata=[format_ns(v) for v in s.values],
                                  hovertemplate="%{customdata}"))
     ticks, labels = latency_ticks(ys)
@@ -221,11 +217,11 @@ def busy_share_figure(busy: Sequence[TimeSeries], backpressured: Sequence[TimeSe
     fig = Figure(layout=_LAYOUT)
     steps = step_colours(order)
     for i, s in enumerate(busy):
-        fig.add_trace(scatter(x=_times(s.times_ns), y=[v * 100 for v in s.values], mode="lines",
+        fig.add_trace(scatter(x=iso_times(s.times_ns), y=[v * 100 for v in s.values], mode="lines",
                                  name=f"{s.name} busy", line=dict(color=colour(s.name, i, steps)),
                                  hovertemplate="%{y:.0f} %"))
     for i, s in enumerate(backpressured):
-        fig.add_trace(scatter(x=_times(s.times_ns), y=[v * 100 for v in s.values], mode="lines",
+        fig.add_trace(scatter(x=iso_times(s.times_ns), y=[v * 100 for v in s.values], mode="lines",
                                  name=f"{s.name} backpressured", line=dict(dash="dash", color=colour(s.name, i, steps)),
                                  hovertemplate="%{y:.0f} %"))
     fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="share of time (%)",
@@ -241,7 +237,7 @@ def backlog_figure(series: Sequence[TimeSeries], title: str, message: str = NO_D
     fig = Figure(layout=_LAYOUT)
     steps = step_colours(order)
     for i, s in enumerate(series):
-        fig.add_trace(scatter(x=_times(s.times_ns), y=list(s.values), mode="lines", name=s.name,
+        fig.add_trace(scatter(x=iso_times(s.times_ns), y=list(s.values), mode="lines", name=s.name,
                                  line=dict(color=colour(s.name, i, steps)), hovertemplate="%{y:,.0f} events"))
     fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="backlog (events)", yaxis_rangemode="tozero")
     return fit_legend(fig)
@@ -278,11 +274,11 @@ def batch_figure(view: BatchView, title: str = "Spark micro-batches") -> Figure:
         return empty_figure(title, "no Spark progress written for this run in the range")
     fig = Figure(layout=_LAYOUT)
     for i, s in enumerate(view.phases_ms):
-        fig.add_trace(scatter(x=_times(s.times_ns), y=list(s.values), mode="lines", name=s.name,
+        fig.add_trace(scatter(x=iso_times(s.times_ns), y=list(s.values), mode="lines", name=s.name,
                                  stackgroup="phases", line=dict(width=0.5, color=_PALETTE[i % len(_PALETTE)]),
                                  hovertemplate="%{y:,.0f} ms"))
     s = view.slowest_ms
-    fig.add_trace(scatter(x=_times(s.times_ns), y=list(s.values), mode="lines", name=s.name,
+    fig.add_trace(scatter(x=iso_times(s.times_ns), y=list(s.values), mode="lines", name=s.name,
                              line=dict(color="#222", width=2), hovertemplate="%{y:,.0f} ms"))
     fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="duration (ms)", yaxis_rangemode="tozero")
     return fit_legend(fig)
@@ -294,7 +290,7 @@ def bad_frames_figure(view: IngressView, title: str = "Bad frames set aside by t
         return empty_figure(title, "no bad frames in the range")
     fig = Figure(layout=_LAYOUT)
     for i, s in enumerate(view.bad_by_reason):
-        fig.add_trace(bar(x=_times(s.times_ns), y=list(s.values), name=s.name,
+        fig.add_trace(bar(x=iso_times(s.times_ns), y=list(s.values), name=s.name,
                              marker_color=_PALETTE[i % len(_PALETTE)], hovertemplate="%{y:,.0f} frames"))
     fig.update_layout(title=title, barmode="stack", xaxis_title="time (UTC)", yaxis_title="bad frames")
     return fit_legend(fig)
@@ -306,7 +302,7 @@ def muted_figure(view: IngressView, title: str = "Ingress muted (backpressure)")
     if not s.values:
         return empty_figure(title, "no ingress figures for this run in the range")
     fig = Figure(layout=_LAYOUT)
-    fig.add_trace(scatter(x=_times(s.times_ns), y=[v * 100 for v in s.values], mode="lines", name="muted",
+    fig.add_trace(scatter(x=iso_times(s.times_ns), y=[v * 100 for v in s.values], mode="lines", name="muted",
                              fill="tozeroy", line=dict(color=COLOURS[STEP_JOB]), hovertemplate="%{y:.0f} %"))
     fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="time muted (%)", yaxis_range=[0, 100],
                       showlegend=False)

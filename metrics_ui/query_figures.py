@@ -18,10 +18,6 @@ NOT_REPORTED = "not reported by this query in the range"
 _MIB = 1024 * 1024
 
 
-def _x(times_ns: Sequence[int]) -> list[str]:
-    return iso_times(times_ns)
-
-
 def _y(values: Sequence[float], scale: float = 1.0) -> list[float]:
     return (np.asarray(values, dtype=float) / scale).tolist()
 
@@ -41,7 +37,7 @@ def lines_figure(series: Sequence[TimeSeries], title: str, unit: str, axis: str,
     tint = {s.name: colour(s.name, i) for i, s in enumerate(series)}
     for group, dash, suffix in ((series, None, ""), (dashed, "dash", dashed_suffix)):
         for i, s in enumerate(group):
-            fig.add_trace(scatter(x=_x(s.times_ns), y=_y(s.values, scale), mode="lines",
+            fig.add_trace(scatter(x=iso_times(s.times_ns), y=_y(s.values, scale), mode="lines",
                                      name=f"{s.name}{suffix}", line=dict(color=tint.get(s.name, colour(s.name, i)),
                                                                          dash=dash),
                                      hovertemplate=f"%{{y:{fmt}}} {unit}"))
@@ -53,7 +49,7 @@ def _secondary(fig: Figure, series: Sequence[TimeSeries], unit: str, axis: str, 
                suffix: str = "", fmt: str = ",.0f", tints: dict | None = None) -> None:
     """Add `series` as dotted lines on a right-hand axis of their own."""
     for i, s in enumerate(series):
-        fig.add_trace(scatter(x=_x(s.times_ns), y=_y(s.values, scale), mode="lines",
+        fig.add_trace(scatter(x=iso_times(s.times_ns), y=_y(s.values, scale), mode="lines",
                                  name=f"{s.name}{suffix}", yaxis="y2",
                                  line=dict(color=(tints or {}).get(s.name, colour(s.name, i)), dash="dot"),
                                  hovertemplate=f"%{{y:{fmt}}} {unit}"))
@@ -82,14 +78,14 @@ def batch_trigger_figure(view: QueryBatchView, title: str) -> Figure:
     fig = base_figure()
     s = view.overrun_share
     if s.values:
-        fig.add_trace(bar(x=_x(s.times_ns), y=_y(s.values, 0.01), name="overran (%)", yaxis="y2",
+        fig.add_trace(bar(x=iso_times(s.times_ns), y=_y(s.values, 0.01), name="overran (%)", yaxis="y2",
                              marker_color="#c0262d", opacity=0.35, hovertemplate="%{y:.0f} % of batches"))
         fig.update_layout(yaxis2=dict(title="batches over the trigger (%)", overlaying="y", side="right",
                                       range=[0, 100], showgrid=False))
     for s, style in ((view.mean_ms, dict(color="#1f6fb4")), (view.slowest_ms, dict(color="#222", width=2)),
                      (view.trigger, dict(color="#c0262d", dash="dash"))):
         if s.values:
-            fig.add_trace(scatter(x=_x(s.times_ns), y=_y(s.values), mode="lines", name=s.name, line=style,
+            fig.add_trace(scatter(x=iso_times(s.times_ns), y=_y(s.values), mode="lines", name=s.name, line=style,
                                      hovertemplate="%{y:,.0f} ms"))
     fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="duration (ms)", yaxis_rangemode="tozero")
     return fit_legend(fig)
