@@ -105,8 +105,10 @@ def test_alerts_page_creates_edits_mutes_deletes_and_banner_shows_firing(dash_du
     dash_duo.wait_for_text_to_equal("h2", "Runs", timeout=TIMEOUT)
     dash_duo.wait_for_contains_text("#alerts-banner", "FIRING: e2e", timeout=TIMEOUT)
     # the runs page names the rule on the run's row (a rule without a job covers every run)
-    dash_duo._wait_for(lambda d: any("live-a" in tr.text and tr.text.rstrip().endswith("e2e")
-                                     for tr in d.find_elements(By.CSS_SELECTOR, "#runs-table tr")),
+    # the rows' text in one script: the table's refresh may replace a row between two WebDriver calls
+    rows_js = "return [...document.querySelectorAll('#runs-table tr')].map(tr => tr.innerText)"
+    dash_duo._wait_for(lambda d: any("live-a" in text and text.rstrip().endswith("e2e")
+                                     for text in d.execute_script(rows_js)),
                        timeout=TIMEOUT, msg="runs page does not show the firing rule")
     _fits_window(dash_duo, "#runs-table")                            # a firing rule's name does not widen it
     _click(dash_duo, "#alerts-banner a")
