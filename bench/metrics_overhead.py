@@ -14,12 +14,14 @@ every process. Each pair runs perf/e2e.py's whole path twice, metrics off (`--no
 the ingress and the job) and on, each time with a fresh state dir, fresh processes and
 the same generated input; pairs run throughput then latency, so on and off of a pair are
 neighbours in time. Odd pairs run off first, even pairs on first (ABBA): with the off arm
-always first, a drift within each pair counted against the metrics. Every run is checked
-for exactness (perf/exactness.py) and for its metrics: a metrics-on run must leave in
-InfluxDB, under its run id, a `count` per step equal to the events it handled; a
-metrics-off run must leave nothing. Figures are printed and written to `bench/out/`
-(`bench/results/` with `--record`); no figure ever fails the benchmark (exit 0), a run
-that broke or failed a check does (exit 1).
+always first, a drift within each pair counted against the metrics. A pair's two runs go
+back to back and are checked after both: a throughput run's exactness check takes longer
+than the run (~2 min for 60M events), and a shared machine's saturated throughput drifts
+15-20 % over minutes. Every run is checked for exactness (perf/exactness.py) and for its
+metrics: a metrics-on run must leave in InfluxDB, under its run id, a `count` per step
+equal to the events it handled; a metrics-off run must leave nothing. Figures are printed
+and written to `bench/out/` (`bench/results/` with `--record`); no figure ever fails the
+benchmark (exit 0), a run that broke or failed a check does (exit 1).
 """
 from __future__ import annotations
 
@@ -85,7 +87,7 @@ class ArmRun:
     processed_commits: float           # events/s from the window's first commit to its last
     batch_p99_ms: float                # p99 of the window's batch durations, offset log to commit log
     metrics: MetricsCheck
-    wall_s: float                      # start of the processes to the end of the checks
+    wall_s: float                      # the run and its checks (not the other arm's run between)
     loadavg_start: list[float]
     loadavg_end: list[float]
     influxdb_cpu: float = float("nan")  # the InfluxDB server's CPU over the whole run, % of a core
@@ -298,9 +300,21 @@ def check_metrics_off(client: InfluxClient, run_dir: Path, points_before: int) -
 
 # --------------------------------------------------------------------------- runs
 
-def run_arm(cfg: e2e.BenchConfig, pair: int, arm: str, files: dict[str, Path], state_dir: Path,
-            client: InfluxClient, keep: bool, influx_pid: int | None = None) -> ArmRun:
-    """Run one mode once with metrics on or off; check exactness and metrics."""
+@dataclass(frozen=True)
+class RecordedArm:
+    """One arm run and its processes stopped, its figures and checks still to take (`finish_arm`)."""
+    pair: int
+    arm: str
+    recorded: e2e.RecordedRun
+    off_check: MetricsCheck | None     # an off run's check, taken before the next run writes any point
+    run_s: float                       # start of the processes to the off check's end
+    loadavg_start: list[float]
+    influxdb_cpu: float
+
+
+def record_arm(cfg: e2e.BenchConfig, pair: int, arm: str, files: dict[str, Path], state_dir: Path,
+               client: InfluxClient, influx_pid: int | None = None) -> RecordedArm:
+    """Run one mode once with metrics on or off; check at once that an off run wrote nothing."""
     run_dir = state_dir / f"run-{cfg.mode}-{pair}-{arm}"
     # The same environment in both arms; only the flag differs. A user's MS_METRICS=0
     # must not turn the on arm off (the command line wins over it in the off arm).
@@ -309,16 +323,24 @@ def run_arm(cfg: e2e.BenchConfig, pair: int, arm: str, files: dict[str, Path], s
     points_before = point_count(client) if arm == "off" else 0
     # influxd runs in a session of its own (collector.influx.server), so its pid is the session id
     influx0 = session_usage(influx_pid, time.time_ns()) if influx_pid else None
-    res = e2e.run_mode(cfg, files, run_dir, extra_args=OFF_ARGS if arm == "off" else (), env=env)
+    rec = e2e.record_mode(cfg, files, run_dir, extra_args=OFF_ARGS if arm == "off" else (), env=env)
     influx_cpu = (cpu_percent(influx0, session_usage(influx_pid, time.time_ns())) if influx0 is not None
                   else math.nan)
-    check = (check_metrics_off(client, run_dir, points_before) if arm == "off"
-             else check_metrics_on(client, run_dir, res.exactness))
+    off_check = check_metrics_off(client, run_dir, points_before) if arm == "off" else None
+    return RecordedArm(pair, arm, rec, off_check, time.monotonic() - t0, load0, round(influx_cpu, 1))
+
+
+def finish_arm(r: RecordedArm, client: InfluxClient, keep: bool) -> ArmRun:
+    """Take a recorded arm's figures; check its results' exactness and (on) its metrics."""
+    t0 = time.monotonic()
+    res = e2e.mode_result(r.recorded)
+    run_dir = r.recorded.run_dir
+    check = r.off_check if r.off_check is not None else check_metrics_on(client, run_dir, res.exactness)
     rate, batch_p99 = run_commit_rate(run_dir, res), run_batch_p99(run_dir, res)
     if not keep:                       # a throughput run's log is gigabytes
         shutil.rmtree(run_dir, ignore_errors=True)
-    return ArmRun(cfg.mode, pair, arm, res, round(rate, 1), round(batch_p99, 1), check,
-                  round(time.monotonic() - t0, 1), load0, list(os.getloadavg()), round(influx_cpu, 1))
+    return ArmRun(res.config.mode, r.pair, r.arm, res, round(rate, 1), round(batch_p99, 1), check,
+                  round(r.run_s + time.monotonic() - t0, 1), r.loadavg_start, list(os.getloadavg()), r.influxdb_cpu)
 
 
 def run_line(r: ArmRun) -> str:
@@ -466,10 +488,15 @@ def main(argv: list[str] | None = None) -> int:
         total = args.pairs * len(cfgs) * len(ARMS)
         for pair in range(1, args.pairs + 1):
             for cfg in cfgs:
+                # The pair's two runs back to back, their checks after both: a throughput run's
+                # exactness check takes longer than the run, and the machine drifts meanwhile.
+                recorded = []
                 for arm in arm_order(pair):
-                    print(f"\nmetrics_overhead: run {len(runs) + 1} of {total}: {cfg.mode}, pair {pair}, "
-                          f"metrics {arm}", flush=True)
-                    runs.append(run_arm(cfg, pair, arm, files, state_dir, client, args.keep, status.pid))
+                    print(f"\nmetrics_overhead: run {len(runs) + len(recorded) + 1} of {total}: {cfg.mode}, "
+                          f"pair {pair}, metrics {arm}", flush=True)
+                    recorded.append(record_arm(cfg, pair, arm, files, state_dir, client, status.pid))
+                for r in recorded:
+                    runs.append(finish_arm(r, client, args.keep))
                     print(f"metrics_overhead: {run_line(runs[-1])}", flush=True)
         client.close()
     except KeyboardInterrupt:

@@ -356,6 +356,18 @@ def cadence_figures(ids: np.ndarray, times: np.ndarray, ends: dict[int, int],
 
 # --------------------------------------------------------------------------- one mode
 
+@dataclass(frozen=True)
+class RecordedRun:
+    """A run's processes stopped and its files on disk, before the figures (and the exactness
+    check, the longest part of a throughput run) are taken from them: `mode_result`."""
+    config: BenchConfig
+    startup: StartupFigures
+    run_dir: Path
+    samples: list[Sample] = field(repr=False)
+    drain_s: float
+    cpu: dict[str, float]              # % of one core per process, measured window
+
+
 def run_mode(cfg: BenchConfig, files: dict[str, Path], run_dir: Path, *, extra_args: Sequence[str] = (),
              env: Mapping[str, str] | None = None) -> ModeResult:
     """Start ingress, job and senders; measure; stop everything; compute the figures.
@@ -363,6 +375,12 @@ def run_mode(cfg: BenchConfig, files: dict[str, Path], run_dir: Path, *, extra_a
     `extra_args` go on the ingress's and the job's command lines (e.g. `--no-metrics`),
     `env` into every process's environment (e.g. `MS_INFLUX_URL`).
     """
+    return mode_result(record_mode(cfg, files, run_dir, extra_args=extra_args, env=env))
+
+
+def record_mode(cfg: BenchConfig, files: dict[str, Path], run_dir: Path, *, extra_args: Sequence[str] = (),
+                env: Mapping[str, str] | None = None) -> RecordedRun:
+    """`run_mode` up to its figures: the run measured and its processes stopped, its files kept."""
     if run_dir.exists():
         shutil.rmtree(run_dir)
     (run_dir / "logs").mkdir(parents=True)
@@ -395,8 +413,13 @@ def run_mode(cfg: BenchConfig, files: dict[str, Path], run_dir: Path, *, extra_a
     finally:
         with signals_ignored():            # a second Ctrl-C must not leave processes behind
             fleet.stop_all()
-    res = figures_of(cfg, startup, run_dir, samples, drain_s)
-    return replace(res, cpu={c.name: c.cpu_percent for c in cpu.samples})
+    return RecordedRun(cfg, startup, run_dir, samples, drain_s, {c.name: c.cpu_percent for c in cpu.samples})
+
+
+def mode_result(rec: RecordedRun) -> ModeResult:
+    """A recorded run's figures, its results checked for exactness."""
+    res = figures_of(rec.config, rec.startup, rec.run_dir, rec.samples, rec.drain_s)
+    return replace(res, cpu=rec.cpu)
 
 
 def stop_input_and_drain(fleet: Fleet, senders: list[Proc], ingress: Proc, job: Proc, log_dir: Path) -> float:
