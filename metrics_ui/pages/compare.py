@@ -60,42 +60,55 @@ def _threshold_from_url(threshold: str | None) -> tuple[float, str | None]:
 
 
 def layout(runs: str | None = None, threshold: str | None = None, group: str | None = None, **_query) -> html.Div:
-    """Return the compare page; the runs, threshold and grouping come from the URL's query."""
+    """Return the compare page, filled; the runs, threshold and grouping come from the URL's query.
+
+    The callbacks' own functions fill it, so the browser draws each chart once, with no round
+    of callbacks before it: they answer the user's picks.
+    """
     pct, error = _threshold_from_url(threshold)
+    asked, grouping = parse_runs(runs), ["group"] if group in ("1", "true", "yes") else []
+    choices = load_choices(asked)
+    filled = refresh_compare(asked, pct, grouping, error)
+    loading = (c.table(SUMMARY_HEADER, [], empty="loading…"), c.table(VERDICT_HEADER, [], empty="loading…"), None,
+               cf.empty_figure("Start-to-end latency by percentile", "loading…"), cf.empty_figure("Throughput", "loading…"),
+               cf.empty_figure("CPU", "loading…"), cf.empty_figure("Memory", "loading…"), "/compare", None)
+    (summary, verdicts, steps, latency, throughput, cpu, memory, link, banner) = (
+        d if v is dash.no_update else v for v, d in zip(filled, loading))
     return html.Div([
         dcc.Store(id=COMPARE_ASKED, data=parse_runs(runs)),
         dcc.Store(id=COMPARE_PARAM_ERROR, data=error),
         html.Div([dcc.Link("← runs", href="/"), html.H2("Compare performance-test runs")], className="page-head"),
         html.Div([
             html.Label("Runs (the first is the baseline): ", htmlFor=COMPARE_PICKER),
-            dcc.Dropdown(id=COMPARE_PICKER, options=[{"label": r, "value": r} for r in parse_runs(runs)],
-                         value=parse_runs(runs), multi=True, placeholder="pick runs recorded by marketspread bench",
+            dcc.Dropdown(id=COMPARE_PICKER,
+                         options=[{"label": r, "value": r} for r in asked] if choices is dash.no_update else choices,
+                         value=asked, multi=True, placeholder="pick runs recorded by marketspread bench",
                          className="compare-picker"),
             html.Label(" regression threshold (%): ", htmlFor=COMPARE_THRESHOLD),
             dcc.Input(id=COMPARE_THRESHOLD, type="number", min=0, step=0.5, debounce=True, value=pct,
                       className="compare-threshold"),
             dcc.Checklist(id=COMPARE_GROUP, options=[{"label": " group runs of one label", "value": "group"}],
-                          value=["group"] if group in ("1", "true", "yes") else [], inline=True,
+                          value=grouping, inline=True,
                           className="compare-group"),
-            html.A("link to this comparison", id=COMPARE_LINK, href="/compare", className="compare-link"),
+            html.A("link to this comparison", id=COMPARE_LINK, href=link, className="compare-link"),
         ], className="compare-controls"),
-        html.Div(id=COMPARE_BANNER),
-        html.Div(c.table(SUMMARY_HEADER, [], empty="loading…"), id=COMPARE_SUMMARY),
+        html.Div(banner, id=COMPARE_BANNER),
+        html.Div(summary, id=COMPARE_SUMMARY),
         html.H3("Against the baseline, beyond the runs' own noise"),
         html.P("Medians of the 1-s start-to-end p99s and throughputs of each measurement window. A difference "
                "counts only when the 95 % interval of the ratio (block bootstrap, 5-s blocks; runs resampled "
                "first when grouped) excludes 1 and a Mann-Whitney test gives p < 0.05.", className="hint"),
-        html.Div(c.table(VERDICT_HEADER, [], empty="loading…"), id=COMPARE_VERDICTS),
-        dcc.Graph(id=COMPARE_LATENCY, figure=cf.empty_figure("Start-to-end latency by percentile", "loading…")),
+        html.Div(verdicts, id=COMPARE_VERDICTS),
+        dcc.Graph(id=COMPARE_LATENCY, figure=latency),
         html.H3("Latency per step over the measurement window"),
-        html.Div(id=COMPARE_STEPS),
-        dcc.Graph(id=COMPARE_THROUGHPUT, figure=cf.empty_figure("Throughput", "loading…")),
-        html.Div([dcc.Graph(id=COMPARE_CPU, figure=cf.empty_figure("CPU", "loading…")),
-                  dcc.Graph(id=COMPARE_MEMORY, figure=cf.empty_figure("Memory", "loading…"))], className="grid2"),
+        html.Div(steps, id=COMPARE_STEPS),
+        dcc.Graph(id=COMPARE_THROUGHPUT, figure=throughput),
+        html.Div([dcc.Graph(id=COMPARE_CPU, figure=cpu), dcc.Graph(id=COMPARE_MEMORY, figure=memory)],
+                 className="grid2"),
     ])
 
 
-@callback(Output(COMPARE_PICKER, "options"), Input(COMPARE_ASKED, "data"))
+@callback(Output(COMPARE_PICKER, "options"), Input(COMPARE_ASKED, "data"), prevent_initial_call=True)
 def load_choices(asked):
     """Offer every recorded run in the picker, newest first (and the URL's unknown names, to report them)."""
     try:
@@ -191,7 +204,7 @@ def _step_rows(runs: list[BenchRun]) -> list[list]:
           Output(COMPARE_LATENCY, "figure"), Output(COMPARE_THROUGHPUT, "figure"), Output(COMPARE_CPU, "figure"),
           Output(COMPARE_MEMORY, "figure"), Output(COMPARE_LINK, "href"), Output(COMPARE_BANNER, "children"),
           Input(COMPARE_PICKER, "value"), Input(COMPARE_THRESHOLD, "value"), Input(COMPARE_GROUP, "value"),
-          Input(COMPARE_PARAM_ERROR, "data"))
+          Input(COMPARE_PARAM_ERROR, "data"), prevent_initial_call=True)
 def refresh_compare(names, threshold_pct, group, url_error):
     """Load the picked runs and judge each (or each label's group) against the first."""
     # a crafted request may send one long string or thousands of names: each costs queries

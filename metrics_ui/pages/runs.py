@@ -136,7 +136,7 @@ def _pick_outputs(n: int | None) -> tuple:
     return options, (None if options else _HIDDEN)
 
 
-@callback(Output(RUNS_PICK_LINK, "href"), Input(RUNS_PICK, "value"))
+@callback(Output(RUNS_PICK_LINK, "href"), Input(RUNS_PICK, "value"), prevent_initial_call=True)
 def pick_link(names):
-    """Point the compare link at the picked runs."""
+    """Point the compare link at the picked runs (the layout's link is already the empty pick's)."""
     return "/compare?" + urlencode({"runs": ",".join(names or [])}) if names else "/compare"
