@@ -75,7 +75,7 @@ def layout(runs: str | None = None, threshold: str | None = None, group: str | N
     (summary, verdicts, steps, latency, throughput, cpu, memory, link, banner) = (
         d if v is dash.no_update else v for v, d in zip(filled, loading))
     return html.Div([
-        dcc.Store(id=COMPARE_ASKED, data=parse_runs(runs)),
+        dcc.Store(id=COMPARE_ASKED, data=asked),
         dcc.Store(id=COMPARE_PARAM_ERROR, data=error),
         html.Div([dcc.Link("← runs", href="/"), html.H2("Compare performance-test runs")], className="page-head"),
         html.Div([
