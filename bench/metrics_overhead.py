@@ -5,7 +5,7 @@ end-to-end latency within 5 %; and, as for any job the monitor follows, p99 batc
 duration within 3 % (read from Spark's checkpoint: offset log entry to commit log entry,
 the same whether the job's metrics are on or off).
 
-    python -m bench.metrics_overhead                       # 3 pairs of each mode, 30 s measured (~16 min)
+    python -m bench.metrics_overhead                       # 4 pairs of each mode, 30 s measured (~22 min)
     python -m bench.metrics_overhead throughput --pairs 5
     python -m bench.metrics_overhead --pairs 1 --duration 10 --warmup 5   # a quick look
 
@@ -17,7 +17,10 @@ neighbours in time. Odd pairs run off first, even pairs on first (ABBA): with th
 always first, a drift within each pair counted against the metrics. A pair's two runs go
 back to back and are checked after both: a throughput run's exactness check takes longer
 than the run (~2 min for 60M events), and a shared machine's saturated throughput drifts
-15-20 % over minutes. Every run is checked for exactness (perf/exactness.py) and for its
+15-20 % over minutes. Each run starts with the page cache written back (`os.sync`), so no
+run shares the disk with the writeback of the gigabytes of log the run before it wrote: in
+a sitting without it, the second throughput run of every pair was the slower one (by 4-22 %),
+in either order. Every run is checked for exactness (perf/exactness.py) and for its
 metrics: a metrics-on run must leave in InfluxDB, under its run id, a `count` per step
 equal to the events it handled; a metrics-off run must leave nothing. Figures are printed
 and written to `bench/out/` (`bench/results/` with `--record`); no figure ever fails the
@@ -184,7 +187,8 @@ def run_batch_p99(run_dir: Path, res: e2e.ModeResult) -> float:
 
 
 def arm_order(pair: int) -> tuple[str, ...]:
-    """The arms of a pair in run order: off first in odd pairs, on first in even ones."""
+    """The arms of a pair in run order: off first in odd pairs, on first in even ones (an even number
+    of pairs balances what a run's place in its pair does to it)."""
     return ARMS if pair % 2 else ARMS[::-1]
 
 
@@ -319,6 +323,8 @@ def record_arm(cfg: e2e.BenchConfig, pair: int, arm: str, files: dict[str, Path]
     # The same environment in both arms; only the flag differs. A user's MS_METRICS=0
     # must not turn the on arm off (the command line wins over it in the off arm).
     env = {**client.config.as_env(), "MS_METRICS": "true"}
+    # The pair's other run wrote gigabytes of log just before: written back now, not during this run.
+    os.sync()
     load0, t0 = list(os.getloadavg()), time.monotonic()
     points_before = point_count(client) if arm == "off" else 0
     # influxd runs in a session of its own (collector.influx.server), so its pid is the session id
@@ -442,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.metrics_overhead", description=__doc__.split("\n\n")[0])
     p.add_argument("mode", nargs="?", default="all", choices=("throughput", "latency", "all"),
                    help="which runs to pair (default all: throughput, then latency, in each pair)")
-    p.add_argument("--pairs", type=int, default=3, help="off/on pairs per mode (3)")
+    p.add_argument("--pairs", type=int, default=4, help="off/on pairs per mode (4: as many of each order)")
     p.add_argument("--duration", type=float, default=30.0, help="seconds measured after the warm-up (30)")
     p.add_argument("--warmup", type=float, help="seconds before measuring, both modes (20)")
     e2e.add_job_arguments(p)

@@ -253,9 +253,11 @@ def refresh_state(refresh: str | None, live: bool | None) -> tuple[bool, int]:
 
 #: Clientside: write a page's range and refresh choice into its address (replaceState: no reload,
 #: no history entry per tick), so the page can be bookmarked and shared as the user sees it.
+#: The address' other parameters (the job page's open rows) stay as they are.
 URL_SYNC_JS = """
 function(choice, fromDate, fromTime, toDate, toTime, refresh) {
-    const q = new URLSearchParams();
+    const q = new URLSearchParams(window.location.search);
+    ['range', 'from', 'to', 'refresh'].forEach(k => q.delete(k));
     const at = (d, t) => d ? d + (t ? 'T' + t.trim() : '') + 'Z' : null;
     if (choice && choice !== '%s') { q.set('range', choice); }
     if (choice === 'custom') {

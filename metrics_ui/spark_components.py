@@ -2,9 +2,10 @@
 
 Each section is built from its typed view (collector/query/spark_panels.py) into a fixed
 frame of the page (`section_layout`): its heading, a table of the newest figures, then its
-charts, which stay mounted across refreshes. A section without data is left out for
-Market Spread's runs, and says "not reported by this query" for any other (a source that does not tell how far behind it is,
-an application without Spark's metrics sink): never an error. Names from the data (runs,
+charts in a row that folds (`chart_rows`), mounted while it is open. A section without data
+is left out for Market Spread's runs, and says "not reported by this query" for any other (a
+source that does not tell how far behind it is, an application without Spark's metrics
+sink): never an error. Names from the data (runs,
 sources, operators, executors) go in as text, never as markup.
 """
 from __future__ import annotations
@@ -12,14 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from dash import dcc, html
+from dash import html
 
 from collector.query.panels import Marker
 from collector.query.ranges import TimeRange
 from collector.query.spark_panels import ExecutorView, QueryBatchView, SourceView, StateView
+from metrics_ui import chart_rows as rows
 from metrics_ui import figures
 from metrics_ui import query_figures as qf
-from metrics_ui.components import only_changed, table
+from metrics_ui.components import table
 
 QUERY_SOURCES = "job-sources"
 QUERY_BATCHES = "job-query-batches"
@@ -31,6 +33,10 @@ CHARTS = {QUERY_SOURCES: ("rates",), QUERY_BATCHES: ("duration",), QUERY_STATE: 
           QUERY_EXECUTORS: ("heap", "gc")}
 #: The sections' time charts (a zoom on any of them sets the page's range).
 SECTION_GRAPHS = tuple(f"{s}-{chart}" for s in SECTIONS for chart in CHARTS[s])
+#: Each section's row of charts: its name in the page's address (`open=`) and its title.
+ROW_NAMES = {QUERY_BATCHES: "batches", QUERY_SOURCES: "sources", QUERY_STATE: "state", QUERY_EXECUTORS: "executors"}
+ROW_LABELS = {QUERY_BATCHES: "Batch duration against the trigger over time", QUERY_SOURCES: "Rows per source over time",
+              QUERY_STATE: "State rows and watermark delay over time", QUERY_EXECUTORS: "Heap and GC time over time"}
 HIDDEN = {"display": "none"}
 SOURCES_HEADER = ("source", "rows in range", "input rows/s", "processed rows/s", "rows behind", "files behind")
 STATE_HEADER = ("operator", "rows held", "memory", "late rows in range")
@@ -84,31 +90,19 @@ class Section:
 
 
 def section_layout(section: str, style: dict | None = HIDDEN, body: list | None = None,
-                   charts: Sequence = ()) -> html.Div:
-    """Return a section's frame: its body, then its charts (made when it first has some), hidden until filled.
+                   charts: Sequence = (), row_style: dict | None = HIDDEN, is_open: bool = False) -> html.Div:
+    """Return a section's frame: its body, then its charts in a row that folds (`chart_rows`), hidden until filled.
 
-    The charts are made once, with their first figures, and then stay mounted: later figures
-    go to them by id (`chart_graphs`), so the user's zoom, hidden series and an interaction in
-    progress survive a live refresh, and a section without charts costs the browser no render.
-    `style`, `body` and `charts` are what the page's first layout fills it with (the job page's
-    `refresh_query` outputs).
+    The charts are made when the row opens, with their first figures, and then stay mounted
+    while it is open: later figures go to them by id (`chart_rows.figures_callback`), so the
+    user's zoom, hidden series and an interaction in progress survive a live refresh.
+    `style`, `body`, `charts` and `row_style` (hidden: the section has no charts) are what the
+    page's first layout fills it with (the job page's `refresh_query` outputs).
     """
     return html.Div([html.Div(body, id=f"{section}-body"),
-                     html.Div(list(charts), id=f"{section}-charts",
-                              className="grid2" if len(CHARTS[section]) > 1 else None)],
+                     rows.row_layout(section, ROW_LABELS[section], is_open, charts, grid=len(CHARTS[section]) > 1,
+                                     style=row_style)],
                     id=section, style=style)
-
-
-def chart_graphs(section: str, figs: dict[str, object], digests: dict[str, str]) -> list:
-    """Return a section's charts as graphs made with their first figures (none when it has no charts).
-
-    The digests of the figures they hold come along: the next refresh sends a chart only
-    when it changed, and a Patch only of the figure that chart holds.
-    """
-    if not figs:
-        return []
-    return [*(dcc.Graph(id=graph, figure=fig) for graph, fig in figs.items()),
-            dcc.Store(id=f"{section}-digests", data=digests)]
 
 
 def _section(section: str, title: str, body: list, note: str | None = None) -> list:
@@ -233,6 +227,4 @@ def chart_parts(view, built: Section, frame: Frame) -> dict:
 
 def make_charts(section: str, view, built: Section, frame: Frame) -> list:
     """Return a section's charts made with their figures, remembered for the next refresh's Patch."""
-    figs, digests = only_changed(chart_parts(view, built, frame), None, patch=tuple(built.charts),
-                                 scope=f"job-{section}", tick=False)
-    return chart_graphs(section, dict(zip(built.charts, figs)), digests)
+    return rows.make(section, chart_parts(view, built, frame), scope=f"job-{section}")

@@ -1,8 +1,11 @@
 """Job page: one run's pipelines, workers, steps, backpressure, Spark batches and ingress over one range.
 
-The range and refresh rate live in the page's address (`?range=1h`, `?range=custom&from=...&to=...`,
-`&refresh=5`), so a view can be bookmarked and shared; zooming the time axis of any chart makes
-that the page's range. The page arrives with its figures (`layout` runs the callbacks' functions).
+The range, refresh rate and open rows of charts live in the page's address (`?range=1h`,
+`?range=custom&from=...&to=...`, `&refresh=5`, `&open=sources,state`), so a view can be bookmarked
+and shared. Throughput and latency are always drawn; every other chart is in a row that folds
+(`chart_rows`), open by default only where a run is read first (`default_open`). Zooming the
+time axis of any chart makes that the page's range. The page arrives with its figures (`layout`
+runs the callbacks' functions).
 Then one callback resolves the range on each tick and reads the latency figures; the backpressure,
 Spark and ingress panels follow from its window in callbacks of their own, and every panel sends
 only the outputs that changed since its last answer: on a refresh tick a chart goes as a Patch of
@@ -19,6 +22,7 @@ from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, 
 
 from collector.influx import InfluxError
 
+from metrics_ui import chart_rows as rows
 from metrics_ui import components as c
 from metrics_ui import figures
 from metrics_ui import spark_components as sc
@@ -60,8 +64,17 @@ JOB_MUTED = "job-muted"
 JOB_INGRESS_SUMMARY = "job-ingress-summary"
 JOB_INGRESS_BOX = "job-ingress"
 JOB_QUERY_DIGESTS = "job-query-digests"
-#: Every chart over time: they share the page's range, and a zoom on any of them sets it.
-TIME_GRAPHS = (JOB_THROUGHPUT, JOB_PERCENTILES, JOB_BP_BUSY, JOB_BP_BACKLOG, JOB_BATCHES, JOB_BAD, JOB_MUTED)
+JOB_BP_ROW = "job-bp"                # rows of charts that fold (chart_rows): their parts are `<row>-row`, ...
+JOB_SPARK_ROW = "job-spark"
+JOB_INGRESS_ROW = "job-ingress"
+JOB_ROWS_URL = "job-rows-url"
+#: The page's rows of charts in page order, by their name in the address (`open=sources,state`).
+ROWS = {"backpressure": JOB_BP_ROW, "spark": JOB_SPARK_ROW, **{sc.ROW_NAMES[s]: s for s in sc.SECTIONS},
+        "ingress": JOB_INGRESS_ROW}
+#: The charts over time always drawn; every other one is in a row. They share the page's range, and a
+#: zoom on any of them sets it.
+TIME_GRAPHS = (JOB_THROUGHPUT, JOB_PERCENTILES)
+ROW_GRAPHS = (JOB_BP_BUSY, JOB_BP_BACKLOG, JOB_BATCHES, JOB_BAD, JOB_MUTED, *sc.SECTION_GRAPHS)
 _BUSY_TITLE = "Busy and backpressured share per step"
 _BACKLOG_TITLE = "Backlog"
 _BATCH_TITLE = "Spark micro-batches: phases (mean) and slowest batch"
@@ -74,30 +87,39 @@ STATUS_GRACE_NS = 15 * NS
 
 
 def layout(run_id: str | None = None, **query) -> html.Div:
-    """Return the job page for `run_id` with the range and refresh rate of its address, its panels filled.
+    """Return the job page for `run_id` with the range, refresh rate and open rows of its address, filled.
 
     The callbacks' own functions fill it, so the browser draws each chart once, with no round of
     callbacks before it (the range, then the panels that follow): they answer ticks, picks, zooms.
+    Only the open rows' charts are made (`default_open`, unless the address names them).
     """
     run = unquote(run_id or "")
     q = c.page_query(query)
-    main = _filled(_job_outputs(run, q.choice, q.from_date, q.from_time, q.to_date, q.to_time, {}, q.error, {},
+    try:
+        asked, url_error = rows.parse_open(query.get("open"), tuple(ROWS)), q.error
+    except ValueError as e:
+        asked, url_error = None, q.error or str(e)
+    main = _filled(_job_outputs(run, q.choice, q.from_date, q.from_time, q.to_date, q.to_time, {}, url_error, {},
                                 tick=False),
                    ("", "status", "", figures.empty_figure("Throughput"), figures.empty_figure("Start-to-end latency"),
                     None, None, None, None, False, None, {}))
     (title, title_class, summary, throughput, percentiles, steps, pipelines, workers, banner, live, window,
      digests) = main
-    bp = _filled(_backpressure_outputs(window, run, {}), _backpressure_empty(c.UNREADABLE) + ({},))
-    spark = _filled(_spark_outputs(window, run, {}),
-                    (figures.empty_figure(_BATCH_TITLE, c.UNREADABLE), "", figures.empty_figure(_BAD_TITLE, ""),
-                     figures.empty_figure(_MUTED_TITLE, ""), "", {}, None))
-    sections = _filled(_query_outputs(window, run, {}), (sc.HIDDEN, None, []) * len(sc.SECTIONS) + ({},))
+    opened = asked if asked is not None else default_open(window)
+    is_open = {row: name in opened for name, row in ROWS.items()}
+    bp = _filled(_backpressure_outputs(window, run, {}, is_open[JOB_BP_ROW]),
+                 _backpressure_empty(c.UNREADABLE)[:2] + ([], {}))
+    spark = _filled(_spark_outputs(window, run, {}, is_open[JOB_SPARK_ROW], is_open[JOB_INGRESS_ROW]),
+                    ([], "", [], "", {}, None))
+    sections = _filled(_query_outputs(window, run, {}, *(is_open[s] for s in sc.SECTIONS)),
+                       (sc.HIDDEN, None, [], sc.HIDDEN) * len(sc.SECTIONS) + ({},))
     disabled, interval = c.refresh_state(q.refresh, live)
     return html.Div([
         dcc.Store(id=JOB_RUN, data=run), dcc.Store(id=JOB_LIVE, data=live), dcc.Store(id=JOB_WINDOW, data=window),
         dcc.Store(id=JOB_URL), dcc.Store(id=JOB_DIGESTS, data=digests), dcc.Store(id=JOB_HIDDEN, data={}),
-        dcc.Store(id=JOB_URL_ERROR, data=q.error), dcc.Store(id=JOB_BP + "-digests", data=bp[4]),
-        dcc.Store(id=JOB_BATCHES + "-digests", data=spark[5]), dcc.Store(id=JOB_QUERY_DIGESTS, data=sections[-1]),
+        dcc.Store(id=JOB_URL_ERROR, data=url_error), dcc.Store(id=JOB_BP + "-digests", data=bp[3]),
+        dcc.Store(id=JOB_BATCHES + "-digests", data=spark[4]), dcc.Store(id=JOB_QUERY_DIGESTS, data=sections[-1]),
+        dcc.Store(id=JOB_ROWS_URL),
         html.Div([dcc.Link("← runs", href="/"), html.H2(["Run ", html.Code(run)]),
                   html.Span(title, id=JOB_TITLE, className=title_class)], className="page-head"),
         c.page_controls(JOB_RANGE, q),
@@ -108,19 +130,29 @@ def layout(run_id: str | None = None, **query) -> html.Div:
         html.H3("Steps"), html.Div(steps, id=JOB_STEPS),
         html.H3("Backpressure"), html.Div(bp[1], id=JOB_GRAPH, className="job-graph"), html.Div(bp[0], id=JOB_BP),
         html.P(c.BUSY_NOTE, className="note", id=JOB_BP + "-note"),
-        html.Div([dcc.Graph(id=JOB_BP_BUSY, figure=bp[2]), dcc.Graph(id=JOB_BP_BACKLOG, figure=bp[3])],
-                 className="grid2"),
+        rows.row_layout(JOB_BP_ROW, "Busy share and backlog per step", is_open[JOB_BP_ROW], bp[2], grid=True),
         html.H3("Spark micro-batches"), html.P(spark[1], id=JOB_BATCH_SUMMARY, className="summary"),
-        dcc.Graph(id=JOB_BATCHES, figure=spark[0]),
-        *(sc.section_layout(section, *sections[3 * i:3 * i + 3]) for i, section in enumerate(sc.SECTIONS)),
-        html.Div([html.H3("Ingress"), html.P(spark[4], id=JOB_INGRESS_SUMMARY, className="summary"),
-                  html.Div([dcc.Graph(id=JOB_BAD, figure=spark[2]), dcc.Graph(id=JOB_MUTED, figure=spark[3])],
-                           className="grid2")],
-                 id=JOB_INGRESS_BOX, style=spark[6]),
+        rows.row_layout(JOB_SPARK_ROW, "Batch phases and the slowest batch", is_open[JOB_SPARK_ROW], spark[0]),
+        *(sc.section_layout(section, *sections[4 * i:4 * i + 4], is_open=is_open[section])
+          for i, section in enumerate(sc.SECTIONS)),
+        html.Div([html.H3("Ingress"), html.P(spark[3], id=JOB_INGRESS_SUMMARY, className="summary"),
+                  rows.row_layout(JOB_INGRESS_ROW, "Bad frames and muted time", is_open[JOB_INGRESS_ROW], spark[2],
+                                  grid=True)],
+                 id=JOB_INGRESS_BOX, style=spark[5]),
         html.H3("Pipelines"), html.Div(pipelines, id=JOB_PIPELINES),
         html.H3("Workers"), html.Div(workers, id=JOB_WORKERS),
         dcc.Interval(id=JOB_INTERVAL, interval=interval, disabled=disabled, n_intervals=0),
     ])
+
+
+def default_open(window: dict | None) -> frozenset[str]:
+    """Return the rows open when the address names none: what a run is read by first.
+
+    Batches against the trigger (Spark's own backpressure) for every query; Market Spread's
+    busy and backlog per step (Wallaroo's) for its runs. The rest wait for a click.
+    """
+    generic = bool(window and window.get("generic"))
+    return frozenset({"batches"} | (set() if generic else {"backpressure"}))
 
 
 def _filled(outputs: tuple, defaults: tuple) -> tuple:
@@ -269,19 +301,19 @@ def remember_hidden(_throughput, _percentiles, throughput_fig, percentiles_fig, 
     return hidden
 
 
-def _backpressure_outputs(window, run, digests):
-    """Reload the backpressure table, job graph and charts for the page's range."""
-    if not window or "empty" in window:
-        return (*_backpressure_empty((window or {}).get("empty", c.BP_EMPTY)), {})
-    rng, interval, revision, markers = _unpack(window)
-    shown = TimeRange(*window.get("shown", rng))
-    try:
-        order = tuple(window.get("steps", MARKET_SPREAD_STEPS))    # a query that records no steps: none
-        bp = c.store().backpressure_view(run, _status_read(window), interval, order)
-    except InfluxError:
-        return (dash.no_update,) * 5                  # the main callback's banner says so
+def _step_order(window: dict) -> tuple:
+    """Return the step order of the window's run (a query that records no steps: none)."""
+    return tuple(window.get("steps", MARKET_SPREAD_STEPS))
 
-    built: list[tuple] = []                           # the panel is built once, if any part changed
+
+def _bp_parts(bp: BackpressureView, order: tuple, window: dict) -> tuple[dict, dict]:
+    """Return the `only_changed` entries of the backpressure table and job graph, and of its row's two charts.
+
+    The panel is built once, if any part changed.
+    """
+    rng, _, revision, markers = _unpack(window)
+    shown = TimeRange(*window.get("shown", rng))
+    built: list[tuple] = []
 
     def panel(i: int):
         def build():
@@ -292,50 +324,113 @@ def _backpressure_outputs(window, run, digests):
         return build
 
     charts = (bp, shown, revision, markers)
-    changed, digests = c.only_changed({"table": (bp.latest, panel(0)), "graph": (bp.latest, panel(1)),
-                                       "busy": (charts, panel(2)), "backlog": (charts, panel(3))}, digests,
-                                      patch=("busy", "backlog"), scope="job-bp", tick=bool(window.get("tick")))
+    return ({"table": (bp.latest, panel(0)), "graph": (bp.latest, panel(1))},
+            {JOB_BP_BUSY: (charts, panel(2)), JOB_BP_BACKLOG: (charts, panel(3))})
+
+
+def _bp_view(window: dict, run: str) -> BackpressureView:
+    return c.store().backpressure_view(run, _status_read(window), int(window["interval"]), _step_order(window))
+
+
+def _bp_chart_parts(window: dict, run: str) -> dict | None:
+    """Return the backpressure row's chart entries for `chart_rows.figures_callback` (None: InfluxDB failed)."""
+    try:
+        bp = _bp_view(window, run)
+    except InfluxError:
+        return None
+    return _bp_parts(bp, _step_order(window), window)[1]
+
+
+def _backpressure_outputs(window, run, digests, is_open=False):
+    """Reload the backpressure table and job graph for the page's range; make its row's charts when it opens."""
+    if not window or "empty" in window:
+        message = (window or {}).get("empty", c.BP_EMPTY)
+        table, graph, busy, backlog = _backpressure_empty(message)
+        parts = {JOB_BP_BUSY: (message, lambda: busy), JOB_BP_BACKLOG: (message, lambda: backlog)}
+        charts = rows.make(JOB_BP_ROW, parts, scope="job-bp") if is_open else []
+        return table, graph, charts, {}
+    try:
+        bp = _bp_view(window, run)
+    except InfluxError:
+        return (dash.no_update,) * 4                  # the main callback's banner says so
+    order = _step_order(window)
+    panel, charts = _bp_parts(bp, order, window)
+    changed, digests = c.only_changed({
+        **panel, "charts": rows.mounted(is_open, lambda: rows.make(JOB_BP_ROW, charts, scope="job-bp"))},
+        digests, scope="job-bp")
     return (*changed, digests)
 
 
-def _spark_outputs(window, run, digests):
-    """Reload the Spark batch chart and the ingress' bad frames and muted time for the page's range."""
+def _batch_chart_parts_of(batches, window: dict) -> dict:
+    """Return the Spark row's chart entry (batch phases and the slowest batch) of a batch view."""
+    return {JOB_BATCHES: _chart_entry(figures.batch_figure, batches, _BATCH_TITLE, window)}
+
+
+def _ingress_chart_parts_of(ingress, window: dict) -> dict:
+    """Return the ingress row's chart entries (bad frames, muted time) of an ingress view."""
+    return {JOB_BAD: _chart_entry(figures.bad_frames_figure, ingress, _BAD_TITLE, window),
+            JOB_MUTED: _chart_entry(figures.muted_figure, ingress, _MUTED_TITLE, window)}
+
+
+def _chart_entry(build_figure, view, title: str, window: dict) -> tuple:
+    """Return the `only_changed` entry of one chart of a view on the page's time axis."""
+    rng, _, revision, markers = _unpack(window)
+    shown = TimeRange(*window.get("shown", rng))
+
+    def build():
+        fig = build_figure(view, title)
+        return figures.time_axes(fig, shown, revision, markers) if fig.data else fig
+    return (view, shown, revision, markers), build
+
+
+def _batch_chart_parts(window: dict, run: str) -> dict | None:
+    try:
+        return _batch_chart_parts_of(c.store().batch_view(run, _status_read(window), int(window["interval"])), window)
+    except InfluxError:
+        return None
+
+
+def _ingress_chart_parts(window: dict, run: str) -> dict | None:
+    try:
+        return _ingress_chart_parts_of(c.store().ingress_view(run, _status_read(window), int(window["interval"])),
+                                       window)
+    except InfluxError:
+        return None
+
+
+def _spark_outputs(window, run, digests, spark_open=False, ingress_open=False):
+    """Reload the Spark batch summary and the ingress' bad frames and muted time for the page's range;
+    make the charts of each row when it opens."""
     if not window or "empty" in window:
         why = (window or {}).get("empty", figures.NO_DATA)
-        return (figures.empty_figure(_BATCH_TITLE, why), "", figures.empty_figure(_BAD_TITLE, why),
-                figures.empty_figure(_MUTED_TITLE, why), "", {}, None)
-    rng, interval, revision, markers = _unpack(window)
-    shown = TimeRange(*window.get("shown", rng))
+        spark = rows.make(JOB_SPARK_ROW, {JOB_BATCHES: (why, lambda: figures.empty_figure(_BATCH_TITLE, why))},
+                          scope="job-spark") if spark_open else []
+        ingress = rows.make(JOB_INGRESS_ROW, {JOB_BAD: (why, lambda: figures.empty_figure(_BAD_TITLE, why)),
+                                              JOB_MUTED: (why, lambda: figures.empty_figure(_MUTED_TITLE, why))},
+                            scope="job-ingress") if ingress_open else []
+        return spark, "", ingress, "", {}, None
     try:
         store = c.store()
         status = _status_read(window)
-        batches = store.batch_view(run, status, interval)
-        ingress = store.ingress_view(run, status, interval)
+        batches = store.batch_view(run, status, int(window["interval"]))
+        ingress = store.ingress_view(run, status, int(window["interval"]))
     except InfluxError:
-        return (dash.no_update,) * 7
+        return (dash.no_update,) * 6
     slowest = max(batches.slowest_ms.values, default=None)
     batch_summary = (f"{batches.batches:,} micro-batches in the range · slowest {slowest:,.0f} ms"
                      if batches.batches and slowest is not None else "no Spark progress in the range")
     reasons = ", ".join(f"{s.name} {int(sum(s.values)):,}" for s in ingress.bad_by_reason if sum(s.values))
     ingress_summary = (f"{ingress.bad_frames:,} bad frames set aside" + (f" ({reasons})" if reasons else "")
                        + f" · muted {ingress.muted_s:,.1f} s in {ingress.mute_episodes:,} episodes")
-
-    def chart(build_figure, view, title):
-        def build():
-            fig = build_figure(view, title)
-            return figures.time_axes(fig, shown, revision, markers) if fig.data else fig
-        return (view, shown, revision, markers), build
-
-    changed, digests = c.only_changed({
-        "batches": chart(figures.batch_figure, batches, _BATCH_TITLE), "batch_summary": c.as_is(batch_summary),
-        "bad": chart(figures.bad_frames_figure, ingress, _BAD_TITLE),
-        "muted": chart(figures.muted_figure, ingress, _MUTED_TITLE), "ingress_summary": c.as_is(ingress_summary)},
-        digests, patch=("batches", "bad", "muted"), scope="job-spark", tick=bool(window.get("tick")))
     # the ingress is Market Spread's: any other query's page shows it only if one wrote figures
-    no_ingress = window.get("generic") and not ingress.muted_share.values and not ingress.bad_by_reason
-    if no_ingress:               # hidden: not drawn either (a chart costs the browser its render)
-        changed[2:] = [dash.no_update] * 3
-        digests = {k: v for k, v in digests.items() if k not in ("bad", "muted", "ingress_summary")}
+    no_ingress = bool(window.get("generic")) and not ingress.muted_share.values and not ingress.bad_by_reason
+    changed, digests = c.only_changed({
+        "batches": rows.mounted(spark_open, lambda: rows.make(
+            JOB_SPARK_ROW, _batch_chart_parts_of(batches, window), scope="job-spark")),
+        "batch_summary": c.as_is(batch_summary),
+        "ingress": rows.mounted(ingress_open and not no_ingress, lambda: rows.make(
+            JOB_INGRESS_ROW, _ingress_chart_parts_of(ingress, window), scope="job-ingress")),
+        "ingress_summary": c.as_is(ingress_summary)}, digests, scope="job-spark")
     return (*changed, digests, {"display": "none"} if no_ingress else None)
 
 
@@ -350,80 +445,87 @@ def _frame(window: dict) -> sc.Frame:
     return sc.Frame(TimeRange(*window.get("shown", rng)), revision, markers)
 
 
-def _query_outputs(window, run, digests):
+def _query_outputs(window, run, digests, *opens):
     """Reload the query's sources, batches against its trigger, stateful operators and executors for the range.
 
     A section without data is left out (Market Spread) or says it is not reported (any other
-    query). Its charts are made here when it first has some, with their figures; their later
-    figures come from `refresh_section_charts`, to the same mounted graphs.
+    query). Its charts are made here when its row is open (`opens`, in `sc.SECTIONS` order)
+    and it has some, with their figures; their later figures come from the row's
+    `chart_rows.figures_callback`, to the same mounted graphs.
     """
     if not window or "empty" in window:
-        return (*[sc.HIDDEN, None, []] * len(sc.SECTIONS), {})
+        return (*[sc.HIDDEN, None, [], sc.HIDDEN] * len(sc.SECTIONS), {})
     frame, generic = _frame(window), bool(window.get("generic"))
     try:
         store = c.store()
         views = {section: _section_view(store, section, run, window) for section in sc.SECTIONS}
     except InfluxError:
-        return (dash.no_update,) * (3 * len(sc.SECTIONS) + 1)
+        return (dash.no_update,) * (4 * len(sc.SECTIONS) + 1)
     parts = {}
-    for section in sc.SECTIONS:
+    for section, is_open in zip(sc.SECTIONS, opens):
         view, built = views[section], sc.BUILDERS[section](views[section], frame, generic)
         made = tuple(built.charts)                  # which charts the section has: made again only when it changes
         parts[f"{section}:style"] = c.as_is(None if built.body is not None else sc.HIDDEN)
         parts[f"{section}:body"] = ((view, generic), lambda b=built: b.body)
-        parts[f"{section}:charts"] = (made, lambda v=view, b=built, sec=section: sc.make_charts(sec, v, b, frame))
+        parts[f"{section}:charts"] = rows.mounted(is_open and made, lambda v=view, b=built, sec=section: sc.make_charts(
+            sec, v, b, frame), made)
+        parts[f"{section}:row"] = c.as_is(None if made else sc.HIDDEN)
     changed, digests = c.only_changed(parts, digests, scope="job-query")
     return (*changed, digests)
 
 
-def _section_charts_callback(section: str) -> None:
-    """Register the callback that sends a section's later figures to its mounted charts.
-
-    Its outputs (the charts and their digests) exist only once `refresh_query` has made them,
-    and Dash calls it only then. A figure goes as a Patch on a refresh tick, else whole.
-    """
-    graphs = [f"{section}-{name}" for name in sc.CHARTS[section]]
-
-    @callback(*(Output(g, "figure") for g in graphs), Output(f"{section}-digests", "data"),
-              Input(JOB_WINDOW, "data"), State(JOB_RUN, "data"), State(f"{section}-digests", "data"),
-              prevent_initial_call=True)
-    def refresh_section_charts(window, run, digests):
-        if not window or "empty" in window:
-            return (dash.no_update,) * (len(graphs) + 1)
+def _section_chart_parts(section: str):
+    """Return the function giving a section's chart entries for `chart_rows.figures_callback`."""
+    def parts_of(window: dict, run: str) -> dict | None:
         try:
             view = _section_view(c.store(), section, run, window)
         except InfluxError:
-            return (dash.no_update,) * (len(graphs) + 1)
+            return None
         frame = _frame(window)
-        built = sc.BUILDERS[section](view, frame, bool(window.get("generic")))
-        if sorted(built.charts) != sorted(graphs):      # the section lost its charts: refresh_query says so
-            return (dash.no_update,) * (len(graphs) + 1)
-        built = sc.Section(built.body, {g: built.charts[g] for g in graphs})      # in the outputs' order
-        changed, new = c.only_changed(sc.chart_parts(view, built, frame), digests, patch=graphs,
-                                      scope=f"job-{section}", tick=bool(window.get("tick")))
-        return (*changed, new)
+        return sc.chart_parts(view, sc.BUILDERS[section](view, frame, bool(window.get("generic"))), frame)
+    return parts_of
 
 
 for _section in sc.SECTIONS:
-    _section_charts_callback(_section)
+    rows.figures_callback(_section, [f"{_section}-{name}" for name in sc.CHARTS[_section]],
+                          _section_chart_parts(_section), JOB_WINDOW, JOB_RUN, scope=f"job-{_section}")
+rows.figures_callback(JOB_BP_ROW, (JOB_BP_BUSY, JOB_BP_BACKLOG), _bp_chart_parts, JOB_WINDOW, JOB_RUN, scope="job-bp")
+rows.figures_callback(JOB_SPARK_ROW, (JOB_BATCHES,), _batch_chart_parts, JOB_WINDOW, JOB_RUN, scope="job-spark")
+rows.figures_callback(JOB_INGRESS_ROW, (JOB_BAD, JOB_MUTED), _ingress_chart_parts, JOB_WINDOW, JOB_RUN,
+                      scope="job-ingress")
+for _row in ROWS.values():
+    rows.toggle_callback(_row)
+rows.address_callback(ROWS, JOB_ROWS_URL)
 
 
-refresh_backpressure = callback(
-    Output(JOB_BP, "children"), Output(JOB_GRAPH, "children"), Output(JOB_BP_BUSY, "figure"),
-    Output(JOB_BP_BACKLOG, "figure"), Output(JOB_BP + "-digests", "data"), Input(JOB_WINDOW, "data"),
-    State(JOB_RUN, "data"), State(JOB_BP + "-digests", "data"), prevent_initial_call=True)(_backpressure_outputs)
-refresh_spark_and_ingress = callback(
-    Output(JOB_BATCHES, "figure"), Output(JOB_BATCH_SUMMARY, "children"), Output(JOB_BAD, "figure"),
-    Output(JOB_MUTED, "figure"), Output(JOB_INGRESS_SUMMARY, "children"), Output(JOB_BATCHES + "-digests", "data"),
-    Output(JOB_INGRESS_BOX, "style"), Input(JOB_WINDOW, "data"), State(JOB_RUN, "data"),
-    State(JOB_BATCHES + "-digests", "data"), prevent_initial_call=True)(_spark_outputs)
-refresh_query = callback(
-    *(o for section in sc.SECTIONS for o in (
-        Output(section, "style"), Output(f"{section}-body", "children"), Output(f"{section}-charts", "children"))),
-    Output(JOB_QUERY_DIGESTS, "data"), Input(JOB_WINDOW, "data"), State(JOB_RUN, "data"),
-    State(JOB_QUERY_DIGESTS, "data"), prevent_initial_call=True)(_query_outputs)
+@callback(Output(JOB_BP, "children"), Output(JOB_GRAPH, "children"), Output(JOB_BP_ROW + rows.CHARTS, "children"),
+          Output(JOB_BP + "-digests", "data"), Input(JOB_WINDOW, "data"), Input(JOB_BP_ROW + rows.OPEN, "data"),
+          State(JOB_RUN, "data"), State(JOB_BP + "-digests", "data"), prevent_initial_call=True)
+def refresh_backpressure(window, is_open, run, digests):
+    """Answer a new range or tick, or the row opening or closing, with the backpressure panel."""
+    return _backpressure_outputs(window, run, digests, is_open)
 
 
+@callback(Output(JOB_SPARK_ROW + rows.CHARTS, "children"), Output(JOB_BATCH_SUMMARY, "children"),
+          Output(JOB_INGRESS_ROW + rows.CHARTS, "children"), Output(JOB_INGRESS_SUMMARY, "children"),
+          Output(JOB_BATCHES + "-digests", "data"), Output(JOB_INGRESS_BOX, "style"), Input(JOB_WINDOW, "data"),
+          Input(JOB_SPARK_ROW + rows.OPEN, "data"), Input(JOB_INGRESS_ROW + rows.OPEN, "data"),
+          State(JOB_RUN, "data"), State(JOB_BATCHES + "-digests", "data"), prevent_initial_call=True)
+def refresh_spark_and_ingress(window, spark_open, ingress_open, run, digests):
+    """Answer a new range or tick, or a row opening or closing, with the Spark batch and ingress panels."""
+    return _spark_outputs(window, run, digests, spark_open, ingress_open)
+
+
+@callback(*(o for section in sc.SECTIONS for o in (
+              Output(section, "style"), Output(f"{section}-body", "children"),
+              Output(section + rows.CHARTS, "children"), Output(section + rows.ROW, "style"))),
+          Output(JOB_QUERY_DIGESTS, "data"), Input(JOB_WINDOW, "data"),
+          *(Input(section + rows.OPEN, "data") for section in sc.SECTIONS), State(JOB_RUN, "data"),
+          State(JOB_QUERY_DIGESTS, "data"), prevent_initial_call=True)
+def refresh_query(window, *opens_run_digests):
+    """Answer a new range or tick, or a section's row opening or closing, with the query's sections."""
+    *opens, run, digests = opens_run_digests
+    return _query_outputs(window, run, digests, *opens)
 @callback(Output(JOB_INTERVAL, "disabled"), Output(JOB_INTERVAL, "interval"),
           Input(JOB_LIVE, "data"), Input(JOB_REFRESH, "value"), prevent_initial_call=True)
 def pace_job(live, refresh):
@@ -446,9 +548,9 @@ zoom_job = callback(*_range_outputs(), *[Input(g, "relayoutData") for g in TIME_
                     prevent_initial_call=True)(_zoom)
 
 
-# The query's sections make their charts only when they have data: a zoom callback per chart, as a
-# callback waits for all its inputs to exist and a section the page left out would hold back the others.
-for _graph in sc.SECTION_GRAPHS:
+# The rows make their charts only when open: a zoom callback per chart, as a callback waits for all
+# its inputs to exist and a folded row would hold back the others.
+for _graph in ROW_GRAPHS:
     callback(*_range_outputs(duplicate=True), Input(_graph, "relayoutData"), prevent_initial_call=True)(_zoom)
 
 

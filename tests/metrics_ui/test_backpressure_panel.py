@@ -180,7 +180,7 @@ def test_finished_run_shows_the_ingress_counters_and_batches_written_after_its_l
         Point(SPARK_PROGRESS, {"run": run, "query": "q"}, {"batch_ms": 40.0, "batch_id": 0}, ui_data.done_start_ns),
         Point(SPARK_PROGRESS, {"run": run, "query": "q"}, {"batch_ms": 30.0, "batch_id": 1}, stopped)])
     dash_duo.start_server(ui_app, port=_free_port())
-    dash_duo.driver.get(dash_duo.server_url + f"/run/{run}")
+    dash_duo.driver.get(dash_duo.server_url + f"/run/{run}?open=ingress")       # the address opens the row
 
     dash_duo.wait_for_contains_text("#job-ingress-summary", "2 bad frames set aside (unknown message type 2) · "
                                                             "muted 1.5 s in 1 episodes", timeout=TIMEOUT)

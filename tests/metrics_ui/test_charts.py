@@ -20,10 +20,6 @@ from .conftest import NS, make_points
 from collector.influx.server import free_port as _free_port
 from .test_pages import TIMEOUT, _wait_traces
 
-TIME_GRAPHS = ("job-throughput", "job-percentiles", "job-bp-busy", "job-bp-backlog", "job-batches",
-               "job-bad-frames", "job-muted")
-
-
 def _layout(dash_duo, graph_id: str) -> dict:
     """Return what the browser holds of a chart: x range, legend names and visibility, shapes, annotations."""
     return dash_duo.driver.execute_script(

@@ -55,6 +55,13 @@ def test_runs_and_job_pages_follow_any_query(dash_duo, ui_app, influx_client):
     assert op[1] == "2,029" and op[3] == f"{g.late_rows[OPERATORS[1]]:,}", op
     dash_duo.wait_for_contains_text("#job-executors-summary", APP, timeout=TIMEOUT)
     assert [r[0] for r in _rows(dash_duo, "#job-executors-table")] == list(EXECUTORS)
+    # batches against the trigger are drawn at once; the other rows' charts when the user opens them
+    assert len(_wait_traces(dash_duo, "job-query-batches-duration")) == 4
+    assert not dash_duo.find_elements("#job-sources-rates") and not dash_duo.find_elements("#job-bp-busy")
+    for row in ("sources", "state", "executors"):
+        dash_duo.find_element(f"#job-{row}-toggle").click()
+    dash_duo._wait_for(lambda d: d.current_url.endswith("?open=batches%2Csources%2Cstate%2Cexecutors"),
+                       timeout=TIMEOUT, msg="the address does not name the open rows")
     for graph, traces in (("job-sources-rates", 6), ("job-query-batches-duration", 4), ("job-state-rows", 3),
                           ("job-executors-heap", 6), ("job-executors-gc", 6), ("job-throughput", 1),
                           ("job-percentiles", 3)):
@@ -74,6 +81,15 @@ def test_runs_and_job_pages_follow_any_query(dash_duo, ui_app, influx_client):
         "Plotly.relayout(gd, {'xaxis.range[0]': arguments[0], 'xaxis.range[1]': arguments[1]});", lo, hi)
     dash_duo._wait_for(lambda d: dash_duo.find_element("#job-range input[value='custom']").is_selected(),
                        timeout=TIMEOUT, msg="the zoom did not become the page's range")
+    dash_duo._wait_for(lambda d: "range=custom" in d.current_url and "open=batches%2Csources" in d.current_url,
+                       timeout=TIMEOUT, msg="the range and the open rows are not both in the address")
+    # folding a row unmounts its charts; the address, loaded again, opens the rows it names
+    dash_duo.find_element("#job-sources-toggle").click()
+    dash_duo._wait_for(lambda d: not dash_duo.find_elements("#job-sources-rates"), timeout=TIMEOUT,
+                       msg="a folded row kept its charts")
+    dash_duo.driver.get(dash_duo.driver.current_url)
+    assert len(_wait_traces(dash_duo, "job-executors-heap")) == 6
+    assert not dash_duo.find_elements("#job-sources-rates")
     assert dash_duo.get_logs() == []
 
 

@@ -59,4 +59,5 @@ def test_each_example_is_listed_with_sparks_own_throughput(dash_duo, ui_app, inf
         "return Array.from(document.querySelectorAll('#job-steps-table tbody tr'),"
         "  tr => Array.from(tr.querySelectorAll('td'), td => td.innerText.trim()));")] == ["arrival", "enrich"],
         timeout=TIMEOUT, msg="files_enrich's steps not drawn in their declared order")
+    dash_duo.find_element("#job-executors-toggle").click()           # the executors' charts: a click away
     assert _wait_traces(dash_duo, "job-executors-heap")

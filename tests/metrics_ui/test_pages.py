@@ -167,9 +167,9 @@ def test_job_and_step_pages_say_why_they_are_empty_when_influxdb_is_unreachable(
     url = f"http://127.0.0.1:{free_port()}"
     app = create_app(UiConfig(influx=InfluxConfig(url=url, db="none", timeout=2.0), refresh_ms=1000))
     dash_duo.start_server(app, port=free_port())
-    for path, banner, graphs in (("/run/r1", "#job-banner", ("job-throughput", "job-percentiles", "job-bp-busy",
-                                                            "job-bp-backlog", "job-batches", "job-bad-frames",
-                                                            "job-muted")),
+    job_graphs = ("job-throughput", "job-percentiles", "job-bp-busy", "job-bp-backlog", "job-batches", "job-bad-frames",
+                  "job-muted")
+    for path, banner, graphs in (("/run/r1?open=backpressure,spark,ingress", "#job-banner", job_graphs),
                                  ("/step/r1/sink", "#step-banner", ("step-bins", "step-curve", "step-throughput"))):
         dash_duo.driver.get(dash_duo.server_url + path)
         dash_duo.wait_for_contains_text(banner, "is unreachable", timeout=TIMEOUT)

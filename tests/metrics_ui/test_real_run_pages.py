@@ -154,6 +154,8 @@ def test_pages_show_a_real_run(dash_duo, real_app, real_run, real_client):
     # Spark's batches: every batch the listener wrote, its phases stacked under the slowest batch
     batches = _spark_batches(real_client)
     dash_duo.wait_for_contains_text("#job-batch-summary", f"{batches:,} micro-batches in the range", timeout=TIMEOUT)
+    assert not dash_duo.find_elements("#job-batches")          # folded: the phases are drawn when asked for
+    dash_duo.find_element("#job-spark-toggle").click()
     traces = _wait_traces(dash_duo, "job-batches")
     names = dash_duo.driver.execute_script(
         "return document.querySelector('#job-batches .js-plotly-plot')._fullData.map(t => t.name);")
@@ -163,6 +165,7 @@ def test_pages_show_a_real_run(dash_duo, real_app, real_run, real_client):
     dash_duo.wait_for_contains_text("#job-ingress-summary", "2 bad frames set aside", timeout=TIMEOUT)
     summary = dash_duo.find_element("#job-ingress-summary").text
     assert "unknown type 1" in summary and "oversized frame 1" in summary and "muted 0.0 s" in summary, summary
+    dash_duo.find_element("#job-ingress-toggle").click()
     bad = _wait_traces(dash_duo, "job-bad-frames")
     assert _total(bad) == 2 and len(bad) == 2, bad
     _wait_traces(dash_duo, "job-muted")
