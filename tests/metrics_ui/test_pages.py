@@ -137,6 +137,25 @@ def test_finished_run_stays_viewable(dash_duo, ui_app, ui_data):
     assert dash_duo.get_logs() == []
 
 
+_PLOTLY_LOADS = ("return performance.getEntriesByType('resource')"
+                 ".filter(r => r.name.endsWith('/package_data/plotly.min.js')).length;")
+
+
+def test_plotly_runs_once_on_chart_pages_and_never_on_the_others(dash_duo, ui_app, ui_data):
+    # the page's head starts plotly.js on a chart page; dcc.Graph then finds it and loads no second copy
+    dash_duo.start_server(ui_app, port=free_port())
+    dash_duo.driver.get(dash_duo.server_url + f"/run/{ui_data.done_run}?open=backpressure,spark,ingress")
+    for graph in ("job-throughput", "job-bp-busy", "job-batches"):
+        dash_duo.wait_for_element(f"#{graph} .js-plotly-plot", timeout=TIMEOUT)
+    assert dash_duo.driver.execute_script(_PLOTLY_LOADS) == 1
+    assert dash_duo.driver.execute_script("return document.querySelectorAll('script[src$=\"plotly.min.js\"]')"
+                                          ".length;") == 1
+    dash_duo.driver.get(dash_duo.server_url + "/alerts")
+    dash_duo.wait_for_element("#alerts-table", timeout=TIMEOUT)
+    assert dash_duo.driver.execute_script("return typeof window.Plotly;") == "undefined"
+    assert dash_duo.get_logs() == []
+
+
 def test_unknown_run_shows_empty_state(dash_duo, ui_app, ui_data):
     dash_duo.start_server(ui_app, port=free_port())
     dash_duo.driver.get(dash_duo.server_url + "/run/no-such-run")
