@@ -31,7 +31,7 @@ from alerts.store import RuleStore
 from collector.influx import InfluxClient, InfluxConfig
 from collector.settings import env_values
 
-from metrics_ui import alerts_banner, components, compress, http_guard, plotly_bundle
+from metrics_ui import alerts_banner, components, compress, http_guard, plotly_bundle, polyfill
 from metrics_ui.auth import AuthConfig, check_bind
 from metrics_ui.auth import install as install_auth
 from metrics_ui.serve import ServeConfig, serve
@@ -95,6 +95,7 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
     install_auth(server, config.auth)
     compress.install(server)
     basic_plotly = plotly_bundle.install(server)
+    polyfill.install(server)
     metrics = MetricsStore(InfluxClient(config.influx))
     server.extensions[components.EXTENSION] = metrics
     server.extensions[EXPORT_EXTENSION] = metrics

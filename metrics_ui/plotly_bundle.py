@@ -13,23 +13,20 @@ served as before (a newer plotly.py may write figures the older bundle cannot dr
 """
 from __future__ import annotations
 
-import gzip
-import hashlib
 import json
 import logging
 from pathlib import Path
 
-from flask import Flask, Response, request
+from flask import Flask
 from plotly.offline import get_plotlyjs_version
 
-from metrics_ui.compress import accepts_gzip
+from metrics_ui import vendored
 
 log = logging.getLogger(__name__)
 
 VERSION = "4.1.1"
 BUNDLE = Path(__file__).resolve().parent / "vendor" / f"plotly-basic-{VERSION}.min.js.gz"
 PLOTLY_PATH = "/_dash-component-suites/plotly/package_data/plotly.min.js"    # where dcc.Graph looks
-MAX_AGE_S = 3600           # the address has no fingerprint: revalidated (ETag) after an hour
 
 
 def usable() -> bool:
@@ -71,24 +68,6 @@ def install(server: Flask, prefix: str = "/") -> bool:
     if not usable():
         log.warning("plotly.js %s bundle not usable (%s): charts load Dash's whole plotly.js", VERSION, BUNDLE)
         return False
-    packed = BUNDLE.read_bytes()
-    etag = hashlib.blake2b(packed, digest_size=12).hexdigest()
     path = prefix.rstrip("/") + PLOTLY_PATH
-    plain: list[bytes] = []           # unpacked on first use by a client that refuses gzip
-
-    @server.before_request
-    def _plotly():
-        if request.path != path or request.method not in ("GET", "HEAD"):
-            return None
-        headers = {"Cache-Control": f"public, max-age={MAX_AGE_S}", "ETag": f'"{etag}"', "Vary": "Accept-Encoding"}
-        if request.if_none_match.contains(etag):
-            return Response(status=304, headers=headers)
-        if accepts_gzip(request.headers.get("Accept-Encoding")):
-            body, headers["Content-Encoding"] = packed, "gzip"
-        else:
-            if not plain:
-                plain.append(gzip.decompress(packed))
-            body = plain[0]
-        return Response(body, mimetype="application/javascript", headers=headers)
-
+    vendored.serve(server, lambda p: p == path, BUNDLE.read_bytes())
     return True

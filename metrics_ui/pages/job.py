@@ -146,13 +146,12 @@ def layout(run_id: str | None = None, **query) -> html.Div:
 
 
 def default_open(window: dict | None) -> frozenset[str]:
-    """Return the rows open when the address names none: what a run is read by first.
+    """Return the rows open when the address names none: the one that says whether the run keeps up.
 
-    Batches against the trigger (Spark's own backpressure) for every query; Market Spread's
-    busy and backlog per step (Wallaroo's) for its runs. The rest wait for a click.
+    For any query its batches against the trigger (Spark's own backpressure); for Market
+    Spread's runs the busy share and backlog per step (Wallaroo's). The rest wait for a click.
     """
-    generic = bool(window and window.get("generic"))
-    return frozenset({"batches"} | (set() if generic else {"backpressure"}))
+    return frozenset({"batches"} if window and window.get("generic") else {"backpressure"})
 
 
 def _filled(outputs: tuple, defaults: tuple) -> tuple:

@@ -73,6 +73,27 @@ def test_top_navigation_offers_runs_compare_and_alerts():
     assert nav == {"Runs": "/", "Compare": "/compare", "Alerts": "/alerts"}
 
 
+def test_pages_get_regenerator_runtime_for_dashs_polyfill():
+    """Dash's @babel/polyfill address answers with regenerator-runtime alone, gzipped; the pages need no more
+    (every browser test of a page asserts an empty console)."""
+    import re
+    from metrics_ui import polyfill
+    app = create_app(UiConfig(influx=InfluxConfig(url=f"http://127.0.0.1:{free_port()}", db="none")))
+    client = app.server.test_client()
+    src = [s for s in re.findall(r'src="([^"]+)"', client.get("/").get_data(as_text=True)) if "polyfill" in s]
+    assert len(src) == 1 and polyfill.matches(src[0]), src
+    packed = client.get(src[0], headers={"Accept-Encoding": "gzip"})
+    assert packed.status_code == 200 and packed.headers["Content-Encoding"] == "gzip"
+    script = gzip.decompress(packed.data)
+    assert b"regeneratorRuntime = runtime" in script and b"core-js" not in script and len(script) < 30_000
+    assert client.get(src[0]).data == script                                  # a client that refuses gzip
+    again = client.get(src[0], headers={"If-None-Match": packed.headers["ETag"]})
+    assert again.status_code == 304 and not again.data
+    # only that address: another file of Dash's deps is Dash's own
+    other = [s for s in re.findall(r'src="([^"]+)"', client.get("/").get_data(as_text=True)) if "react-dom" in s]
+    assert b"regeneratorRuntime = runtime" not in client.get(other[0]).data
+
+
 def test_charts_get_plotly_basic_bundle_preloaded():
     """dcc.Graph's plotly.js address answers with the vendored basic bundle (scatter, bar), gzipped, preloaded."""
     from metrics_ui import plotly_bundle
