@@ -18,9 +18,9 @@ always first, a drift within each pair counted against the metrics. A pair's two
 back to back and are checked after both: a throughput run's exactness check takes longer
 than the run (~2 min for 60M events), and a shared machine's saturated throughput drifts
 15-20 % over minutes. Each run starts with the page cache written back (`os.sync`), so no
-run shares the disk with the writeback of the gigabytes of log the run before it wrote: in
-a sitting without it, the second throughput run of every pair was the slower one (by 4-22 %),
-in either order. Every run is checked for exactness (perf/exactness.py) and for its
+run shares the disk with the writeback of the gigabytes of log the run before it wrote. The
+second throughput run of a pair was still the slower one in 6 of 7 pairs over two sittings,
+in either order (by 4-22 %): the default of 4 pairs runs as many of each order. Every run is checked for exactness (perf/exactness.py) and for its
 metrics: a metrics-on run must leave in InfluxDB, under its run id, a `count` per step
 equal to the events it handled; a metrics-off run must leave nothing. Figures are printed
 and written to `bench/out/` (`bench/results/` with `--record`); no figure ever fails the
