@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from dash import _dash_renderer
 from flask import Flask
 
 from metrics_ui import vendored
@@ -30,7 +31,6 @@ DASH_PATH = "deps/polyfill@7.12.1.min.js"
 
 def dash_polyfill() -> bool:
     """True if Dash's pages load @babel/polyfill 7.12.1, the polyfill this module stands in for."""
-    from dash import _dash_renderer
     return any(DASH_PATH in dep.get("relative_package_path", {}).get("prod", ())
                for dep in _dash_renderer._js_dist_dependencies)
 

@@ -26,7 +26,8 @@ from metrics_ui import chart_rows as rows
 from metrics_ui import components as c
 from metrics_ui import figures
 from metrics_ui import spark_components as sc
-from collector.query.panels import BackpressureView, Marker
+from metrics_ui import status_panels as sp
+from collector.query.panels import Marker
 from collector.query.series import MARKET_SPREAD_STEPS, START_TO_END
 from collector.query.ranges import RANGE_CUSTOM, TimeRange, check_name
 from collector.query.series import RunInfo
@@ -53,33 +54,15 @@ JOB_STEPS = "job-steps"
 JOB_PIPELINES = "job-pipelines"
 JOB_WORKERS = "job-workers"
 JOB_INTERVAL = "job-interval"
-JOB_BP = "job-backpressure"
-JOB_GRAPH = "job-graph"
-JOB_BP_BUSY = "job-bp-busy"
-JOB_BP_BACKLOG = "job-bp-backlog"
-JOB_BATCHES = "job-batches"
-JOB_BATCH_SUMMARY = "job-batch-summary"
-JOB_BAD = "job-bad-frames"
-JOB_MUTED = "job-muted"
-JOB_INGRESS_SUMMARY = "job-ingress-summary"
-JOB_INGRESS_BOX = "job-ingress"
 JOB_QUERY_DIGESTS = "job-query-digests"
-JOB_BP_ROW = "job-bp"                # rows of charts that fold (chart_rows): their parts are `<row>-row`, ...
-JOB_SPARK_ROW = "job-spark"
-JOB_INGRESS_ROW = "job-ingress"
 JOB_ROWS_URL = "job-rows-url"
 #: The page's rows of charts in page order, by their name in the address (`open=sources,state`).
-ROWS = {"backpressure": JOB_BP_ROW, "spark": JOB_SPARK_ROW, **{sc.ROW_NAMES[s]: s for s in sc.SECTIONS},
-        "ingress": JOB_INGRESS_ROW}
+ROWS = {"backpressure": sp.JOB_BP_ROW, "spark": sp.JOB_SPARK_ROW, **{sc.ROW_NAMES[s]: s for s in sc.SECTIONS},
+        "ingress": sp.JOB_INGRESS_ROW}
 #: The charts over time always drawn; every other one is in a row. They share the page's range, and a
 #: zoom on any of them sets it.
 TIME_GRAPHS = (JOB_THROUGHPUT, JOB_PERCENTILES)
-ROW_GRAPHS = (JOB_BP_BUSY, JOB_BP_BACKLOG, JOB_BATCHES, JOB_BAD, JOB_MUTED, *sc.SECTION_GRAPHS)
-_BUSY_TITLE = "Busy and backpressured share per step"
-_BACKLOG_TITLE = "Backlog"
-_BATCH_TITLE = "Spark micro-batches: phases (mean) and slowest batch"
-_BAD_TITLE = "Bad frames set aside by the ingress, by reason"
-_MUTED_TITLE = "Ingress muted (backpressure)"
+ROW_GRAPHS = (sp.JOB_BP_BUSY, sp.JOB_BP_BACKLOG, sp.JOB_BATCHES, sp.JOB_BAD, sp.JOB_MUTED, *sc.SECTION_GRAPHS)
 #: How far past a finished run's last `latency` point its status panels (backpressure, Spark
 #: batches, ingress) read: the ingress and the job write their last figures (the backlog
 #: drained to 0, the final counters) a few seconds after it.
@@ -107,9 +90,9 @@ def layout(run_id: str | None = None, **query) -> html.Div:
      digests) = main
     opened = asked if asked is not None else default_open(window)
     is_open = {row: name in opened for name, row in ROWS.items()}
-    bp = _filled(_backpressure_outputs(window, run, {}, is_open[JOB_BP_ROW]),
-                 _backpressure_empty(c.UNREADABLE)[:2] + ([], {}))
-    spark = _filled(_spark_outputs(window, run, {}, is_open[JOB_SPARK_ROW], is_open[JOB_INGRESS_ROW]),
+    bp = _filled(sp.backpressure_outputs(window, run, {}, is_open[sp.JOB_BP_ROW]),
+                 sp.backpressure_empty(c.UNREADABLE)[:2] + ([], {}))
+    spark = _filled(sp.spark_outputs(window, run, {}, is_open[sp.JOB_SPARK_ROW], is_open[sp.JOB_INGRESS_ROW]),
                     ([], "", [], "", {}, None))
     sections = _filled(_query_outputs(window, run, {}, *(is_open[s] for s in sc.SECTIONS)),
                        (sc.HIDDEN, None, [], sc.HIDDEN) * len(sc.SECTIONS) + ({},))
@@ -117,8 +100,8 @@ def layout(run_id: str | None = None, **query) -> html.Div:
     return html.Div([
         dcc.Store(id=JOB_RUN, data=run), dcc.Store(id=JOB_LIVE, data=live), dcc.Store(id=JOB_WINDOW, data=window),
         dcc.Store(id=JOB_URL), dcc.Store(id=JOB_DIGESTS, data=digests), dcc.Store(id=JOB_HIDDEN, data={}),
-        dcc.Store(id=JOB_URL_ERROR, data=url_error), dcc.Store(id=JOB_BP + "-digests", data=bp[3]),
-        dcc.Store(id=JOB_BATCHES + "-digests", data=spark[4]), dcc.Store(id=JOB_QUERY_DIGESTS, data=sections[-1]),
+        dcc.Store(id=JOB_URL_ERROR, data=url_error), dcc.Store(id=sp.JOB_BP + "-digests", data=bp[3]),
+        dcc.Store(id=sp.JOB_BATCHES + "-digests", data=spark[4]), dcc.Store(id=JOB_QUERY_DIGESTS, data=sections[-1]),
         dcc.Store(id=JOB_ROWS_URL),
         html.Div([dcc.Link("← runs", href="/"), html.H2(["Run ", html.Code(run)]),
                   html.Span(title, id=JOB_TITLE, className=title_class)], className="page-head"),
@@ -128,17 +111,17 @@ def layout(run_id: str | None = None, **query) -> html.Div:
         html.Div([dcc.Graph(id=JOB_THROUGHPUT, figure=throughput), dcc.Graph(id=JOB_PERCENTILES, figure=percentiles)],
                  className="grid2"),
         html.H3("Steps"), html.Div(steps, id=JOB_STEPS),
-        html.H3("Backpressure"), html.Div(bp[1], id=JOB_GRAPH, className="job-graph"), html.Div(bp[0], id=JOB_BP),
-        html.P(c.BUSY_NOTE, className="note", id=JOB_BP + "-note"),
-        rows.row_layout(JOB_BP_ROW, "Busy share and backlog per step", is_open[JOB_BP_ROW], bp[2], grid=True),
-        html.H3("Spark micro-batches"), html.P(spark[1], id=JOB_BATCH_SUMMARY, className="summary"),
-        rows.row_layout(JOB_SPARK_ROW, "Batch phases and the slowest batch", is_open[JOB_SPARK_ROW], spark[0]),
+        html.H3("Backpressure"), html.Div(bp[1], id=sp.JOB_GRAPH, className="job-graph"), html.Div(bp[0], id=sp.JOB_BP),
+        html.P(c.BUSY_NOTE, className="note", id=sp.JOB_BP + "-note"),
+        rows.row_layout(sp.JOB_BP_ROW, "Busy share and backlog per step", is_open[sp.JOB_BP_ROW], bp[2], grid=True),
+        html.H3("Spark micro-batches"), html.P(spark[1], id=sp.JOB_BATCH_SUMMARY, className="summary"),
+        rows.row_layout(sp.JOB_SPARK_ROW, "Batch phases and the slowest batch", is_open[sp.JOB_SPARK_ROW], spark[0]),
         *(sc.section_layout(section, *sections[4 * i:4 * i + 4], is_open=is_open[section])
           for i, section in enumerate(sc.SECTIONS)),
-        html.Div([html.H3("Ingress"), html.P(spark[3], id=JOB_INGRESS_SUMMARY, className="summary"),
-                  rows.row_layout(JOB_INGRESS_ROW, "Bad frames and muted time", is_open[JOB_INGRESS_ROW], spark[2],
+        html.Div([html.H3("Ingress"), html.P(spark[3], id=sp.JOB_INGRESS_SUMMARY, className="summary"),
+                  rows.row_layout(sp.JOB_INGRESS_ROW, "Bad frames and muted time", is_open[sp.JOB_INGRESS_ROW], spark[2],
                                   grid=True)],
-                 id=JOB_INGRESS_BOX, style=spark[5]),
+                 id=sp.JOB_INGRESS_BOX, style=spark[5]),
         html.H3("Pipelines"), html.Div(pipelines, id=JOB_PIPELINES),
         html.H3("Workers"), html.Div(workers, id=JOB_WORKERS),
         dcc.Interval(id=JOB_INTERVAL, interval=interval, disabled=disabled, n_intervals=0),
@@ -189,17 +172,6 @@ def _unreadable(error: InfluxError) -> tuple:
     return ("", "status", "", figures.empty_figure("Throughput", c.UNREADABLE),
             figures.empty_figure("Start-to-end latency", c.UNREADABLE), empty, empty, empty,
             c.influx_error_banner(error), True, {"empty": c.UNREADABLE}, {})
-
-
-def _status_read(window: dict) -> TimeRange:
-    """Return the range the status panels read: the page's, to a finished run's true end (`_status_range`)."""
-    return TimeRange(int(window["start"]), int(window["status_end"]))
-
-
-def _unpack(window: dict) -> tuple[TimeRange, int, str, list[Marker]]:
-    """Return the range read, the bucket, the charts' uirevision and the markers."""
-    return (TimeRange(int(window["start"]), int(window["end"])), int(window["interval"]), str(window["revision"]),
-            [Marker(int(t), str(k), str(x)) for t, k, x in window.get("markers", [])])
 
 
 @callback(Output(JOB_TITLE, "children"), Output(JOB_TITLE, "className"), Output(JOB_SUMMARY, "children"),
@@ -300,147 +272,14 @@ def remember_hidden(_throughput, _percentiles, throughput_fig, percentiles_fig, 
     return hidden
 
 
-def _step_order(window: dict) -> tuple:
-    """Return the step order of the window's run (a query that records no steps: none)."""
-    return tuple(window.get("steps", MARKET_SPREAD_STEPS))
-
-
-def _bp_parts(bp: BackpressureView, order: tuple, window: dict) -> tuple[dict, dict]:
-    """Return the `only_changed` entries of the backpressure table and job graph, and of its row's two charts.
-
-    The panel is built once, if any part changed.
-    """
-    rng, _, revision, markers = _unpack(window)
-    shown = TimeRange(*window.get("shown", rng))
-    built: list[tuple] = []
-
-    def panel(i: int):
-        def build():
-            if not built:
-                built.append(_backpressure_panel(bp, order))
-            out = built[0][i]
-            return figures.time_axes(out, shown, revision, markers) if i >= 2 and out.data else out
-        return build
-
-    charts = (bp, shown, revision, markers)
-    return ({"table": (bp.latest, panel(0)), "graph": (bp.latest, panel(1))},
-            {JOB_BP_BUSY: (charts, panel(2)), JOB_BP_BACKLOG: (charts, panel(3))})
-
-
-def _bp_view(window: dict, run: str) -> BackpressureView:
-    return c.store().backpressure_view(run, _status_read(window), int(window["interval"]), _step_order(window))
-
-
-def _bp_chart_parts(window: dict, run: str) -> dict | None:
-    """Return the backpressure row's chart entries for `chart_rows.figures_callback` (None: InfluxDB failed)."""
-    try:
-        bp = _bp_view(window, run)
-    except InfluxError:
-        return None
-    return _bp_parts(bp, _step_order(window), window)[1]
-
-
-def _backpressure_outputs(window, run, digests, is_open=False):
-    """Reload the backpressure table and job graph for the page's range; make its row's charts when it opens."""
-    if not window or "empty" in window:
-        message = (window or {}).get("empty", c.BP_EMPTY)
-        table, graph, busy, backlog = _backpressure_empty(message)
-        parts = {JOB_BP_BUSY: (message, lambda: busy), JOB_BP_BACKLOG: (message, lambda: backlog)}
-        charts = rows.make(JOB_BP_ROW, parts, scope="job-bp") if is_open else []
-        return table, graph, charts, {}
-    try:
-        bp = _bp_view(window, run)
-    except InfluxError:
-        return (dash.no_update,) * 4                  # the main callback's banner says so
-    order = _step_order(window)
-    panel, charts = _bp_parts(bp, order, window)
-    changed, digests = c.only_changed({
-        **panel, "charts": rows.mounted(is_open, lambda: rows.make(JOB_BP_ROW, charts, scope="job-bp"))},
-        digests, scope="job-bp")
-    return (*changed, digests)
-
-
-def _batch_chart_parts_of(batches, window: dict) -> dict:
-    """Return the Spark row's chart entry (batch phases and the slowest batch) of a batch view."""
-    return {JOB_BATCHES: _chart_entry(figures.batch_figure, batches, _BATCH_TITLE, window)}
-
-
-def _ingress_chart_parts_of(ingress, window: dict) -> dict:
-    """Return the ingress row's chart entries (bad frames, muted time) of an ingress view."""
-    return {JOB_BAD: _chart_entry(figures.bad_frames_figure, ingress, _BAD_TITLE, window),
-            JOB_MUTED: _chart_entry(figures.muted_figure, ingress, _MUTED_TITLE, window)}
-
-
-def _chart_entry(build_figure, view, title: str, window: dict) -> tuple:
-    """Return the `only_changed` entry of one chart of a view on the page's time axis."""
-    rng, _, revision, markers = _unpack(window)
-    shown = TimeRange(*window.get("shown", rng))
-
-    def build():
-        fig = build_figure(view, title)
-        return figures.time_axes(fig, shown, revision, markers) if fig.data else fig
-    return (view, shown, revision, markers), build
-
-
-def _batch_chart_parts(window: dict, run: str) -> dict | None:
-    try:
-        return _batch_chart_parts_of(c.store().batch_view(run, _status_read(window), int(window["interval"])), window)
-    except InfluxError:
-        return None
-
-
-def _ingress_chart_parts(window: dict, run: str) -> dict | None:
-    try:
-        return _ingress_chart_parts_of(c.store().ingress_view(run, _status_read(window), int(window["interval"])),
-                                       window)
-    except InfluxError:
-        return None
-
-
-def _spark_outputs(window, run, digests, spark_open=False, ingress_open=False):
-    """Reload the Spark batch summary and the ingress' bad frames and muted time for the page's range;
-    make the charts of each row when it opens."""
-    if not window or "empty" in window:
-        why = (window or {}).get("empty", figures.NO_DATA)
-        spark = rows.make(JOB_SPARK_ROW, {JOB_BATCHES: (why, lambda: figures.empty_figure(_BATCH_TITLE, why))},
-                          scope="job-spark") if spark_open else []
-        ingress = rows.make(JOB_INGRESS_ROW, {JOB_BAD: (why, lambda: figures.empty_figure(_BAD_TITLE, why)),
-                                              JOB_MUTED: (why, lambda: figures.empty_figure(_MUTED_TITLE, why))},
-                            scope="job-ingress") if ingress_open else []
-        return spark, "", ingress, "", {}, None
-    try:
-        store = c.store()
-        status = _status_read(window)
-        batches = store.batch_view(run, status, int(window["interval"]))
-        ingress = store.ingress_view(run, status, int(window["interval"]))
-    except InfluxError:
-        return (dash.no_update,) * 6
-    slowest = max(batches.slowest_ms.values, default=None)
-    batch_summary = (f"{batches.batches:,} micro-batches in the range · slowest {slowest:,.0f} ms"
-                     if batches.batches and slowest is not None else "no Spark progress in the range")
-    reasons = ", ".join(f"{s.name} {int(sum(s.values)):,}" for s in ingress.bad_by_reason if sum(s.values))
-    ingress_summary = (f"{ingress.bad_frames:,} bad frames set aside" + (f" ({reasons})" if reasons else "")
-                       + f" · muted {ingress.muted_s:,.1f} s in {ingress.mute_episodes:,} episodes")
-    # the ingress is Market Spread's: any other query's page shows it only if one wrote figures
-    no_ingress = bool(window.get("generic")) and not ingress.muted_share.values and not ingress.bad_by_reason
-    changed, digests = c.only_changed({
-        "batches": rows.mounted(spark_open, lambda: rows.make(
-            JOB_SPARK_ROW, _batch_chart_parts_of(batches, window), scope="job-spark")),
-        "batch_summary": c.as_is(batch_summary),
-        "ingress": rows.mounted(ingress_open and not no_ingress, lambda: rows.make(
-            JOB_INGRESS_ROW, _ingress_chart_parts_of(ingress, window), scope="job-ingress")),
-        "ingress_summary": c.as_is(ingress_summary)}, digests, scope="job-spark")
-    return (*changed, digests, {"display": "none"} if no_ingress else None)
-
-
 def _section_view(store, section: str, run: str, window: dict):
     """Read one section's typed view for the page's window (None: an application with no id)."""
-    return sc.read_section(store, section, run, _status_read(window), int(window["interval"]), window.get("app"))
+    return sc.read_section(store, section, run, sp.status_read(window), int(window["interval"]), window.get("app"))
 
 
 def _frame(window: dict) -> sc.Frame:
     """Return the charts' shared frame of the page's window."""
-    rng, _, revision, markers = _unpack(window)
+    rng, _, revision, markers = sp.unpack(window)
     return sc.Frame(TimeRange(*window.get("shown", rng)), revision, markers)
 
 
@@ -488,31 +327,31 @@ def _section_chart_parts(section: str):
 for _section in sc.SECTIONS:
     rows.figures_callback(_section, [f"{_section}-{name}" for name in sc.CHARTS[_section]],
                           _section_chart_parts(_section), JOB_WINDOW, JOB_RUN, scope=f"job-{_section}")
-rows.figures_callback(JOB_BP_ROW, (JOB_BP_BUSY, JOB_BP_BACKLOG), _bp_chart_parts, JOB_WINDOW, JOB_RUN, scope="job-bp")
-rows.figures_callback(JOB_SPARK_ROW, (JOB_BATCHES,), _batch_chart_parts, JOB_WINDOW, JOB_RUN, scope="job-spark")
-rows.figures_callback(JOB_INGRESS_ROW, (JOB_BAD, JOB_MUTED), _ingress_chart_parts, JOB_WINDOW, JOB_RUN,
+rows.figures_callback(sp.JOB_BP_ROW, (sp.JOB_BP_BUSY, sp.JOB_BP_BACKLOG), sp.bp_chart_parts, JOB_WINDOW, JOB_RUN, scope="job-bp")
+rows.figures_callback(sp.JOB_SPARK_ROW, (sp.JOB_BATCHES,), sp.batch_chart_parts, JOB_WINDOW, JOB_RUN, scope="job-spark")
+rows.figures_callback(sp.JOB_INGRESS_ROW, (sp.JOB_BAD, sp.JOB_MUTED), sp.ingress_chart_parts, JOB_WINDOW, JOB_RUN,
                       scope="job-ingress")
 for _row in ROWS.values():
     rows.toggle_callback(_row)
 rows.address_callback(ROWS, JOB_ROWS_URL)
 
 
-@callback(Output(JOB_BP, "children"), Output(JOB_GRAPH, "children"), Output(JOB_BP_ROW + rows.CHARTS, "children"),
-          Output(JOB_BP + "-digests", "data"), Input(JOB_WINDOW, "data"), Input(JOB_BP_ROW + rows.OPEN, "data"),
-          State(JOB_RUN, "data"), State(JOB_BP + "-digests", "data"), prevent_initial_call=True)
+@callback(Output(sp.JOB_BP, "children"), Output(sp.JOB_GRAPH, "children"), Output(sp.JOB_BP_ROW + rows.CHARTS, "children"),
+          Output(sp.JOB_BP + "-digests", "data"), Input(JOB_WINDOW, "data"), Input(sp.JOB_BP_ROW + rows.OPEN, "data"),
+          State(JOB_RUN, "data"), State(sp.JOB_BP + "-digests", "data"), prevent_initial_call=True)
 def refresh_backpressure(window, is_open, run, digests):
     """Answer a new range or tick, or the row opening or closing, with the backpressure panel."""
-    return _backpressure_outputs(window, run, digests, is_open)
+    return sp.backpressure_outputs(window, run, digests, is_open)
 
 
-@callback(Output(JOB_SPARK_ROW + rows.CHARTS, "children"), Output(JOB_BATCH_SUMMARY, "children"),
-          Output(JOB_INGRESS_ROW + rows.CHARTS, "children"), Output(JOB_INGRESS_SUMMARY, "children"),
-          Output(JOB_BATCHES + "-digests", "data"), Output(JOB_INGRESS_BOX, "style"), Input(JOB_WINDOW, "data"),
-          Input(JOB_SPARK_ROW + rows.OPEN, "data"), Input(JOB_INGRESS_ROW + rows.OPEN, "data"),
-          State(JOB_RUN, "data"), State(JOB_BATCHES + "-digests", "data"), prevent_initial_call=True)
+@callback(Output(sp.JOB_SPARK_ROW + rows.CHARTS, "children"), Output(sp.JOB_BATCH_SUMMARY, "children"),
+          Output(sp.JOB_INGRESS_ROW + rows.CHARTS, "children"), Output(sp.JOB_INGRESS_SUMMARY, "children"),
+          Output(sp.JOB_BATCHES + "-digests", "data"), Output(sp.JOB_INGRESS_BOX, "style"), Input(JOB_WINDOW, "data"),
+          Input(sp.JOB_SPARK_ROW + rows.OPEN, "data"), Input(sp.JOB_INGRESS_ROW + rows.OPEN, "data"),
+          State(JOB_RUN, "data"), State(sp.JOB_BATCHES + "-digests", "data"), prevent_initial_call=True)
 def refresh_spark_and_ingress(window, spark_open, ingress_open, run, digests):
     """Answer a new range or tick, or a row opening or closing, with the Spark batch and ingress panels."""
-    return _spark_outputs(window, run, digests, spark_open, ingress_open)
+    return sp.spark_outputs(window, run, digests, spark_open, ingress_open)
 
 
 @callback(*(o for section in sc.SECTIONS for o in (
@@ -581,21 +420,3 @@ def _status_range(rng: TimeRange, anchor: int, live: bool) -> TimeRange:
     if live or rng.end_ns != anchor:
         return rng
     return TimeRange(rng.start_ns, rng.end_ns + STATUS_GRACE_NS)
-
-
-def _backpressure_panel(bp: BackpressureView, order=MARKET_SPREAD_STEPS) -> tuple:
-    """Return the backpressure table, the job graph and the two charts (the empty state when none was written)."""
-    if not bp.latest and not bp.backlog:
-        return _backpressure_empty(c.BP_EMPTY, order)
-    busy = figures.busy_share_figure(bp.busy, bp.backpressured, _BUSY_TITLE, order=order)
-    backlog = figures.backlog_figure(bp.backlog, _BACKLOG_TITLE, order=order)
-    height = max(busy.layout["height"], backlog.layout["height"])     # side by side: equally tall
-    return (c.table(c.BP_HEADER, c.backpressure_rows(bp.latest), JOB_BP + "-table", empty=c.BP_EMPTY),
-            c.job_graph(bp.latest, JOB_GRAPH + "-chain", order),
-            busy.update_layout(height=height), backlog.update_layout(height=height))
-
-
-def _backpressure_empty(message: str, order=MARKET_SPREAD_STEPS) -> tuple:
-    """Return the backpressure table, job graph and charts showing `message` instead of figures."""
-    return (c.table(c.BP_HEADER, [], JOB_BP + "-table", empty=message), c.job_graph([], JOB_GRAPH + "-chain", order),
-            figures.empty_figure(_BUSY_TITLE, message), figures.empty_figure(_BACKLOG_TITLE, message))
