@@ -290,7 +290,9 @@ def test_pages_arrive_with_their_figures(ui_app, ui_data):
     for graph in (job.JOB_THROUGHPUT, job.JOB_PERCENTILES):
         assert traces(done[graph].figure), graph
     assert done[job.JOB_WINDOW].data["start"] < done[job.JOB_WINDOW].data["end"]
-    assert done[job.JOB_DIGESTS].data and done[job.JOB_BP + "-digests"].data
+    from metrics_ui import status_panels as sp
+    assert done[job.JOB_DIGESTS].data and done[sp.JOB_BP + "-digests"].data
+    assert done[sp.JOB_BP_BUSY].figure and sp.JOB_BATCHES not in done      # its open row made, a folded one not
     assert f"{ui_data.done_totals['start-to-end']:,} events" in done[job.JOB_SUMMARY].children
     assert done[job.JOB_INTERVAL].disabled and done[job.JOB_LIVE].data is False
     assert not live[job.JOB_INTERVAL].disabled and live[job.JOB_LIVE].data is True
