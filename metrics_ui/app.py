@@ -111,8 +111,9 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
                assets_folder=str(STATIC_DIR), title=config.title, update_title=None,
                suppress_callback_exceptions=True)
     if basic_plotly:
-        app.index_string = app.index_string.replace(
-            "{%css%}", "{%css%}\n" + plotly_bundle.preload_links() + "\n" + plotly_bundle.early_script(), 1)
+        # preloaded with the page's scripts; run once Dash's renderer has started and waits for the layout
+        app.index_string = app.index_string.replace("{%css%}", "{%css%}\n" + plotly_bundle.preload_links(), 1).replace(
+            "{%renderer%}", "{%renderer%}\n" + plotly_bundle.early_script(), 1)
     app.layout = html.Div([
         html.Header([dcc.Link(config.title, href="/", className="brand"),
                      dcc.Link("Runs", href="/", className="nav"),
