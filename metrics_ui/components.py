@@ -20,6 +20,7 @@ from collector.query.panels import StepBackpressure
 from collector.query.series import MARKET_SPREAD_STEPS, START_TO_END, GroupStats
 from collector.query.store import MetricsStore
 from collector.vocabulary import STEP_CHECK, STEP_INGRESS, STEP_JOB, STEP_SINK, STEP_SOURCE
+from metrics_ui import table as data_table
 from metrics_ui.figures import figure_patch
 from metrics_ui.plot import Figure
 from collector.query.ranges import DEFAULT_RANGE, RANGE_CUSTOM, RANGES, TimeRange, picker_time, resolve_range
@@ -113,8 +114,14 @@ def fmt_rate(eps: float | None) -> str:
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence], table_id: str | None = None,
-          empty: str = "no data yet for this run") -> html.Table:
-    """Return a plain HTML table; one row with `empty` when there are no rows."""
+          empty: str = "no data yet for this run"):
+    """Return a plain HTML table; one row with `empty` when there are no rows.
+
+    One component (`metrics_ui.table.Table`) when every cell is text or a link or span of
+    text, else html components."""
+    data = data_table.cells(rows)
+    if data is not None:
+        return data_table.Table(header, data, empty=empty, className="data-table", id=table_id)
     head = html.Thead(html.Tr([html.Th(h) for h in header]))
     if not rows:
         body = html.Tbody(html.Tr(html.Td(empty, colSpan=len(header), className="empty")))
