@@ -3,14 +3,18 @@
 A port takes at most `max_connections`. One client (an IPv4 address, or an IPv6 /64,
 which one host can rotate through) holds at most `per_client` of them. A connection that
 has not sent a whole good frame within `first_frame_s` of listening time is dropped, and
-when the port is full a new connection takes the place of the oldest such frameless one,
-so idle or trickling sockets cannot keep a real sender out; a connection that has sent
-frames keeps its place until it is silent for `idle_s`. Pure bookkeeping, no I/O: the
-server closes what this module names.
+when the port is full a new connection takes the place of a frameless one: the oldest of
+the client holding the most. So idle or trickling sockets cannot keep a real sender out,
+and a flood of connections accepted in one burst, before any of them is read, makes room
+from itself rather than from a sender whose first frame is still unread (unless the flood
+comes from as many addresses as the port has places). A connection that has sent frames
+keeps its place until it is silent for `idle_s`. Pure bookkeeping, no I/O: the server
+closes what this module names.
 
     admission = Admission(max_connections=1024, per_client=64, first_frame_s=10, idle_s=300)
     client, evict = admission.admit("orders", "192.0.2.7", now)   # client None: refuse
     ...
+    admission.framed(conn)                                        # its first good frame
     admission.release(conn)                                       # when it closes
 """
 from __future__ import annotations
@@ -50,14 +54,14 @@ def client_key(host: str) -> str:
 
 
 class Admission:
-    """Connection counts per port and per client, and the frameless connections in opening order."""
+    """Connection counts per port and per client, and each client's frameless connections in opening order."""
 
     def __init__(self, max_connections: int, per_client: int, first_frame_s: float, idle_s: float):
         self.max_connections, self.per_client = max_connections, per_client
         self.first_frame_s, self.idle_s = first_frame_s, idle_s
         self.open: Counter[str] = Counter()
         self._clients: Counter[tuple[str, str]] = Counter()
-        self._frameless: dict[str, OrderedDict[int, Connection]] = {}
+        self._frameless: dict[str, dict[str, OrderedDict[int, Connection]]] = {}
         self._admitted: set[int] = set()
 
     def admit(self, stream: str, host: str) -> tuple[str | None, Connection | None]:
@@ -78,27 +82,34 @@ class Admission:
     def track(self, conn: Connection) -> None:
         """Note an admitted connection (it has sent no frame yet)."""
         self._admitted.add(id(conn))
-        self._frameless.setdefault(conn.stream, OrderedDict())[id(conn)] = conn
+        self._frameless.setdefault(conn.stream, {}).setdefault(conn.client, OrderedDict())[id(conn)] = conn
+
+    def framed(self, conn: Connection) -> None:
+        """Note a connection's first good frame: a real sender, no longer one to make room with."""
+        clients = self._frameless.get(conn.stream, {})
+        waiting = clients.get(conn.client)
+        if waiting is not None and waiting.pop(id(conn), None) is not None and not waiting:
+            del clients[conn.client]
 
     def release(self, conn: Connection) -> None:
         """Forget a connection that closes (once; later calls do nothing)."""
         if id(conn) not in self._admitted:
             return
         self._admitted.discard(id(conn))
-        self._frameless.get(conn.stream, {}).pop(id(conn), None)
+        self.framed(conn)
         self.open[conn.stream] -= 1
         self._clients[conn.stream, conn.client] -= 1
         if self._clients[conn.stream, conn.client] <= 0:
             del self._clients[conn.stream, conn.client]
 
     def _oldest_frameless(self, stream: str) -> Connection | None:
-        waiting = self._frameless.get(stream)
-        while waiting:
-            conn = next(iter(waiting.values()))
-            if conn.accepted == 0 and not conn.closed:
-                return conn
-            waiting.popitem(last=False)        # it sent a frame since: it keeps its place
-        return None
+        """The oldest frameless connection of the client with the most (ties: the oldest of them)."""
+        best, most = None, 0
+        for waiting in self._frameless.get(stream, {}).values():
+            first = next(iter(waiting.values()))
+            if len(waiting) > most or (len(waiting) == most and first.opened < best.opened):
+                best, most = first, len(waiting)
+        return best
 
     def expired(self, conns: Iterable[Connection], now: float) -> list[tuple[Connection, str]]:
         """The connections to drop now, each with why: no whole frame in time, or silent too long."""

@@ -412,6 +412,8 @@ class IngressServer:
             conn.uncommitted += n_good
             if self.on_commit is not None:
                 self._appended.append((conn.stream, ts, n_good))
+        if n_good and not conn.accepted:
+            self._admit.framed(conn)     # a real sender now: never the one to make room
         conn.accepted += n_good
         conn.bytes_in += end - p
         with self._lock:
