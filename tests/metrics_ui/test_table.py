@@ -35,6 +35,9 @@ def test_the_browser_draws_text_as_text_and_links_only_to_the_dashboard(dash_duo
     from collector.influx.server import free_port
     from metrics_ui.app import STATIC_DIR
 
+    from dash import _callback
+    _callback.GLOBAL_CALLBACK_LIST.clear()      # page callbacks an earlier dashboard in this process left
+    _callback.GLOBAL_CALLBACK_MAP.clear()
     app = dash.Dash(__name__, assets_folder=str(STATIC_DIR))
     rows = [[html.Span('<img src=x onerror="window.__pwned=1">', className="x"),
              dcc.Link("script", href="javascript:window.__pwned=2"),
