@@ -34,6 +34,7 @@ from pathlib import Path
 from bench.output import ROOT, add_record_flag, result_path, shown, write_result
 from bench.ui_browser import _driver, _start_ui, load_page, provenance
 from collector.influx.server import InfluxServer, free_port
+from perf.sysinfo import machine_info
 
 EXAMPLES = ("rate_windowed", "stream_join", "files_enrich", "foreachbatch_sqlite")
 
@@ -144,7 +145,7 @@ def main(argv=None) -> int:
            "duration_s": args.duration,
            "demo_run": demo, "demo_s": args.demo,
            "loads": args.loads, "colds": args.colds,
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_start": load_start,
+           "machine": {"cpus": os.cpu_count(), "cpu_model": machine_info().cpu_model, "python": platform.python_version(), "load_avg_start": load_start,
                        "load_avg_end": list(os.getloadavg())},
            "pages": figures}
     print("->", shown(write_result(doc, result_path("ui-query-pages", args.record))))
