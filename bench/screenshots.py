@@ -8,6 +8,10 @@ as docs/screenshot-{runs,job,step}.png.
 
     scripts/demo &                       # or in another terminal
     sleep 150 && .venv/bin/python -m bench.screenshots
+
+With `--query-run <name>` (a user's job recorded under `marketspread watch`, e.g. an example
+of `examples/`), it also saves the runs page and that run's job page as
+docs/screenshot-query-{runs,job}.png.
 """
 from __future__ import annotations
 
@@ -39,12 +43,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.screenshots", description=__doc__.split("\n")[0])
     ap.add_argument("--url", default="http://127.0.0.1:8050", help="the demo's dashboard")
     ap.add_argument("--run", help="run id (default: the demo's, from <state>/run_id)")
+    ap.add_argument("--query-run", help="a user's job's run: also shoot the runs page and its job page")
     ap.add_argument("--out", type=Path, default=DOCS)
     args = ap.parse_args(argv)
     run = args.run or (default_state_dir() / "run_id").read_text().strip()
+    pages = [("runs", "/"), ("job", f"/run/{run}"), ("step", f"/step/{run}/start-to-end")]
+    if args.query_run:
+        pages += [("query-runs", "/"), ("query-job", f"/run/{args.query_run}")]
     driver = ui_browser._driver()
     try:
-        for name, path in (("runs", "/"), ("job", f"/run/{run}"), ("step", f"/step/{run}/start-to-end")):
+        for name, path in pages:
             ui_browser.load_page(driver, args.url + path)
             shoot(driver, args.out / f"screenshot-{name}.png")
     finally:
