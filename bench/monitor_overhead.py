@@ -7,7 +7,7 @@ the listener, the executor-metrics relay and the writer to a real InfluxDB), ABB
 across pairs. Figures come from Spark's own progress of each run (the example writes its
 query's `recentProgress` with `--progress-out`), after `--warmup-batches`: throughput =
 input rows over the span of the measured batches' trigger starts, p99 of `batchDuration`.
-A run's p99 of ~40 batches is its slowest batch or two, so the figure judged is the p99 of
+A run's p99 of its ~90 batches is its slowest batch or two, so the figure judged is the p99 of
 every measured batch of an arm, all pairs pooled (the per-pair ratios are printed too).
 
     .venv/bin/python -m bench.monitor_overhead                       # 4 pairs of 90 s (~14 min)
