@@ -145,7 +145,8 @@ def main(argv=None) -> int:
            "duration_s": args.duration,
            "demo_run": demo, "demo_s": args.demo,
            "loads": args.loads, "colds": args.colds,
-           "machine": {"cpus": os.cpu_count(), "cpu_model": machine_info().cpu_model, "python": platform.python_version(), "load_avg_start": load_start,
+           "machine": {"cpus": os.cpu_count(), "cpu_model": machine_info().cpu_model,
+                       "python": platform.python_version(), "load_avg_start": load_start,
                        "load_avg_end": list(os.getloadavg())},
            "pages": figures}
     print("->", shown(write_result(doc, result_path("ui-query-pages", args.record))))
