@@ -56,6 +56,8 @@ JOB_WORKERS = "job-workers"
 JOB_INTERVAL = "job-interval"
 JOB_QUERY_DIGESTS = "job-query-digests"
 JOB_ROWS_URL = "job-rows-url"
+JOB_LATENCY = "job-latency"           # the latency charts, and below the tables through the last step:
+JOB_STEP_TABLES = "job-step-tables"   # hidden for a query that records no steps
 #: The page's rows of charts in page order, by their name in the address (`open=sources,state`).
 ROWS = {"backpressure": sp.JOB_BP_ROW, "spark": sp.JOB_SPARK_ROW, **{sc.ROW_NAMES[s]: s for s in sc.SECTIONS},
         "ingress": sp.JOB_INGRESS_ROW}
@@ -109,7 +111,7 @@ def layout(run_id: str | None = None, **query) -> html.Div:
         html.Div(banner, id=JOB_BANNER),
         html.P(summary, id=JOB_SUMMARY, className="summary"),
         html.Div([dcc.Graph(id=JOB_THROUGHPUT, figure=throughput), dcc.Graph(id=JOB_PERCENTILES, figure=percentiles)],
-                 className="grid2"),
+                 className="grid2", id=JOB_LATENCY, style=_step_style(window)),
         html.H3("Steps"), html.Div(steps, id=JOB_STEPS),
         html.H3("Backpressure"), html.Div(bp[1], id=sp.JOB_GRAPH, className="job-graph"), html.Div(bp[0], id=sp.JOB_BP),
         html.P(c.BUSY_NOTE, className="note", id=sp.JOB_BP + "-note"),
@@ -122,8 +124,8 @@ def layout(run_id: str | None = None, **query) -> html.Div:
                   rows.row_layout(sp.JOB_INGRESS_ROW, "Bad frames and muted time", is_open[sp.JOB_INGRESS_ROW], spark[2],
                                   grid=True)],
                  id=sp.JOB_INGRESS_BOX, style=spark[5]),
-        html.H3("Pipelines"), html.Div(pipelines, id=JOB_PIPELINES),
-        html.H3("Workers"), html.Div(workers, id=JOB_WORKERS),
+        html.Div([html.H3("Pipelines"), html.Div(pipelines, id=JOB_PIPELINES),
+                  html.H3("Workers"), html.Div(workers, id=JOB_WORKERS)], id=JOB_STEP_TABLES, style=_step_style(window)),
         dcc.Interval(id=JOB_INTERVAL, interval=interval, disabled=disabled, n_intervals=0),
     ])
 
@@ -131,10 +133,22 @@ def layout(run_id: str | None = None, **query) -> html.Div:
 def default_open(window: dict | None) -> frozenset[str]:
     """Return the rows open when the address names none: the one that says whether the run keeps up.
 
-    For any query its batches against the trigger (Spark's own backpressure); for Market
+    For any query its batches against the trigger (Spark's own backpressure), and its rows
+    per source when it records no latency steps (then the page's first charts); for Market
     Spread's runs the busy share and backlog per step (Wallaroo's). The rest wait for a click.
     """
-    return frozenset({"batches"} if window and window.get("generic") else {"backpressure"})
+    if window and window.get("generic"):
+        return frozenset({"batches", "sources"} if window.get("stepless") else {"batches"})
+    return frozenset({"backpressure"})
+
+
+def _step_style(window: dict | None) -> dict | None:
+    """Return the style of the charts and tables that follow the last step: hidden for a query with none.
+
+    Such a query (no `record_latency` or `timed_step`) shows what Spark reports instead: its
+    batches against the trigger and its rows per source, open in their rows.
+    """
+    return sc.HIDDEN if window and window.get("stepless") else None
 
 
 def _filled(outputs: tuple, defaults: tuple) -> tuple:
@@ -154,7 +168,8 @@ def _window(rng: TimeRange, interval: int, revision: str, markers: list[Marker],
             "status_end": status_end, "markers": [[m.time_ns, m.kind, m.text] for m in markers],
             "shown": [shown.start_ns, shown.end_ns], "tick": tick,
             "steps": list(info.steps) if info else list(MARKET_SPREAD_STEPS),
-            "generic": bool(info and _generic(info)), "app": info.app_id if info else None}
+            "generic": bool(info and _generic(info)), "app": info.app_id if info else None,
+            "stepless": bool(info and _generic(info) and info.last_step is None)}
 
 
 def _generic(info: RunInfo) -> bool:
@@ -239,10 +254,10 @@ def _job_outputs(run, choice, from_date, from_time, to_date, to_time, digests, u
     changed, digests = c.only_changed({
         "title": c.as_is(info.status), "class": c.as_is(f"status status-{info.status}"), "summary": c.as_is(summary),
         "throughput": ((view.throughput, frame), lambda: figures.hide_series(figures.time_axes(
-            _no_steps(figures.throughput_figure(view.throughput, throughput_title), info), *frame),
+            figures.throughput_figure(view.throughput, throughput_title), *frame),
             (hidden or {}).get(JOB_THROUGHPUT, ()))),
         "percentiles": ((view.percentiles, frame), lambda: figures.hide_series(figures.time_axes(
-            _no_steps(figures.percentiles_over_time_figure(view.percentiles, latency_title), info), *frame),
+            figures.percentiles_over_time_figure(view.percentiles, latency_title), *frame),
             (hidden or {}).get(JOB_PERCENTILES, ()))),
         "steps": (view.steps, lambda: c.table(c.STATS_HEADER, step_rows, JOB_STEPS + "-table", empty=no_steps)),
         "pipelines": ((view.pipelines, end_step), lambda: [
@@ -393,15 +408,9 @@ for _graph in ROW_GRAPHS:
 
 
 clientside_callback(c.URL_SYNC_JS, Output(JOB_URL, "data"), *c.url_sync_inputs(JOB_RANGE))
-
-
-def _no_steps(fig, info: RunInfo):
-    """Say on an empty latency chart of any query's run that it records no steps (not that data is missing)."""
-    if not fig.data and _generic(info) and info.last_step is None:
-        fig.update_layout(annotations=[dict(text="no latency steps recorded by this query (record_latency, "
-                                                 "timed_step)", showarrow=False, xref="paper", yref="paper",
-                                            x=0.5, y=0.5, font=dict(size=14, color="#666"))])
-    return fig
+clientside_callback("function(w) { const s = w && w.stepless ? {display: 'none'} : null; return [s, s]; }",
+                    Output(JOB_LATENCY, "style"), Output(JOB_STEP_TABLES, "style"), Input(JOB_WINDOW, "data"),
+                    prevent_initial_call=True)
 
 
 def _url_banner(error) -> html.Div | None:

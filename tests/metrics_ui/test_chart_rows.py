@@ -38,5 +38,6 @@ def test_a_run_opens_the_row_that_says_whether_it_keeps_up():
     create_app(UiConfig(influx=InfluxConfig(url=f"http://127.0.0.1:{free_port()}", db="none")))
     from metrics_ui.pages import job
     assert job.default_open({"generic": True}) == {"batches"}
+    assert job.default_open({"generic": True, "stepless": True}) == {"batches", "sources"}
     assert job.default_open({"generic": False}) == {"backpressure"} == job.default_open(None)
     assert set(job.ROWS) == set(NAMES) and list(job.ROWS) == list(NAMES)          # page order

@@ -103,7 +103,11 @@ def test_a_query_without_state_or_executors_says_so(dash_duo, ui_app, influx_cli
     dash_duo.wait_for_element("#job-graph .graph-job", timeout=TIMEOUT)
     assert not dash_duo.find_elements("#job-graph .graph-node")     # no steps recorded: no chain of steps
     dash_duo.wait_for_contains_text("#job-sources-table", SOURCES[1], timeout=TIMEOUT)
-    dash_duo.wait_for_contains_text("#job-percentiles", "no latency steps recorded by this query", timeout=TIMEOUT)
+    # no steps: no empty latency charts, but what Spark reports instead, drawn without a click
+    dash_duo.wait_for_contains_text("#job-steps", "no latency steps recorded by this query", timeout=TIMEOUT)
+    assert not dash_duo.find_element("#job-latency").is_displayed()
+    assert not dash_duo.find_element("#job-step-tables").is_displayed()
+    assert _wait_traces(dash_duo, "job-sources-rates") and _wait_traces(dash_duo, "job-query-batches-duration")
     assert dash_duo.get_logs() == []
 
 
