@@ -169,12 +169,17 @@ def _window(rng: TimeRange, interval: int, revision: str, markers: list[Marker],
             "shown": [shown.start_ns, shown.end_ns], "tick": tick,
             "steps": list(info.steps) if info else list(MARKET_SPREAD_STEPS),
             "generic": bool(info and _generic(info)), "app": info.app_id if info else None,
-            "stepless": bool(info and _generic(info) and info.last_step is None)}
+            "stepless": bool(info and _stepless(info))}
 
 
 def _generic(info: RunInfo) -> bool:
     """Return whether a run is any streaming query's (its figures from Spark's progress), not Market Spread's."""
     return info.throughput_unit != "events/s"
+
+
+def _stepless(info: RunInfo) -> bool:
+    """Return whether a run is any query's that records no latency steps (no `record_latency`, `timed_step`)."""
+    return _generic(info) and info.last_step is None
 
 
 def _unreadable(error: InfluxError) -> tuple:
@@ -247,7 +252,7 @@ def _job_outputs(run, choice, from_date, from_time, to_date, to_time, digests, u
         throughput_title = f"Throughput (step {end_step}, per query)"
         latency_title = f"Latency of step {end_step} (max over workers)"
     no_steps = ("no latency steps recorded by this query (record_latency, timed_step)"
-                if _generic(info) and info.last_step is None else "no data yet for this run")
+                if _stepless(info) else "no data yet for this run")
     status_end = _status_range(rng, info.anchor_ns(now), info.live).end_ns
     shown = c.shown_range(rng, info.first_ns, status_end)
     frame = (shown, revision, markers)
