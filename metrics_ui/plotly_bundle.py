@@ -5,7 +5,7 @@ address (`PLOTLY_PATH`) when the first graph mounts, unless `window.Plotly` exis
 serves there plotly.py's whole bundle: 4.8 MB with every trace type, which a browser spends
 0.3-0.8 s evaluating on each page load, before any chart is drawn. This module answers that
 address with plotly.js's partial "basic" bundle (`plotly.js-basic-dist-min`, MIT, the same
-plotly.js version plotly.py ships: 1.2 MB, kept gzipped in `vendor/`), and the page's head
+plotly.js version plotly.py ships: 1.2 MB, kept gzipped in `vendor/`; served with V8's compile hint, `compile_hints`), and the page's head
 preloads it and dcc's graph chunks, so they download while the page's layout is computed
 instead of after it.
 When plotly.py's plotly.js is another version than the vendored one, Dash's own bundle is
@@ -20,7 +20,7 @@ from pathlib import Path
 from flask import Flask
 from plotly.offline import get_plotlyjs_version
 
-from metrics_ui import vendored
+from metrics_ui import compile_hints, vendored
 
 log = logging.getLogger(__name__)
 
@@ -70,5 +70,5 @@ def install(server: Flask, prefix: str = "/") -> bool:
         log.warning("plotly.js %s bundle not usable (%s): charts load Dash's whole plotly.js", VERSION, BUNDLE)
         return False
     path = prefix.rstrip("/") + PLOTLY_PATH
-    vendored.serve(server, lambda p: p == path, BUNDLE.read_bytes())
+    vendored.serve(server, lambda p: p == path, compile_hints.hinted_gzip(BUNDLE))
     return True
