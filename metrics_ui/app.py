@@ -31,7 +31,7 @@ from alerts.store import RuleStore
 from collector.influx import InfluxClient, InfluxConfig
 from collector.settings import env_values
 
-from metrics_ui import alerts_banner, compile_hints, components, compress, http_guard, plotly_bundle, polyfill
+from metrics_ui import alerts_banner, components, compress, http_guard, plotly_bundle, polyfill
 from metrics_ui.auth import AuthConfig, check_bind
 from metrics_ui.auth import install as install_auth
 from metrics_ui.serve import ServeConfig, serve
@@ -94,7 +94,6 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
     http_guard.install(server, http_guard.allowed_hosts(config.bind_host, config.auth.allowed_hosts))
     install_auth(server, config.auth)
     compress.install(server)
-    compile_hints.install(server)                # Flask runs after_request hooks last registered first
     basic_plotly = plotly_bundle.install(server)
     polyfill.install(server)
     metrics = MetricsStore(InfluxClient(config.influx))

@@ -18,7 +18,7 @@ from pathlib import Path
 from dash import _dash_renderer
 from flask import Flask
 
-from metrics_ui import compile_hints, vendored
+from metrics_ui import vendored
 
 log = logging.getLogger(__name__)
 
@@ -46,5 +46,5 @@ def install(server: Flask, prefix: str = "/") -> bool:
     if not (RUNTIME.is_file() and dash_polyfill()):
         log.warning("Dash's polyfill is not @babel/polyfill 7.12.1 or %s is missing: pages load Dash's", RUNTIME)
         return False
-    vendored.serve(server, lambda p: matches(p, prefix), compile_hints.hinted_gzip(RUNTIME))
+    vendored.serve(server, lambda p: matches(p, prefix), RUNTIME.read_bytes())
     return True

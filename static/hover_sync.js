@@ -1,4 +1,3 @@
-//# allFunctionsCalledOnLoad
 // One hover for every time chart of a page: pointing at a moment in one chart shows the
 // same moment in the others (Grafana's shared crosshair). Dash loads every .js file in
 // the assets folder; charts are bound as Plotly draws them, once each.

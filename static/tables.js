@@ -1,4 +1,3 @@
-//# allFunctionsCalledOnLoad
 // The dashboard's tables as one component each (metrics_ui/table.py): a table of Dash html
 // components is a component per cell, and Dash's renderer wraps every one of them, which was
 // most of a job page's rendering. Cells are text, or {text | parts, class, title, href}.
