@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterable
 
+from collector.background import lower_thread_priority
 from collector.influx import Point
 from collector.vocabulary import SPARK_EXECUTORS, SPARK_TASK_FAILURES, TAG_APP, TAG_QUERY, TAG_RUN
 
@@ -170,6 +171,7 @@ class ExecutorWatch:
                        "last_lost": summary.last_lost}, now), *points]
 
     def _run(self) -> None:
+        lower_thread_priority()             # a metrics thread: gives way to the batches
         while not self._stop.wait(self.every_s):
             self._tick()
 

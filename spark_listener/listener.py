@@ -36,6 +36,7 @@ import threading
 import time
 from collections import deque
 
+from collector.background import lower_thread_priority
 from collector.backpressure import STEP_JOB, WINDOW_S, backpressure_point, job_figures, query_figures
 from collector.influx import Point
 from collector.vocabulary import RUNS, TAG_QUERY, TAG_RUN
@@ -235,7 +236,9 @@ class SparkMetricsListener(JsonEventsListener):
     def _consume(self) -> None:
         # Every `poll_s`, not on each record: waking this thread for each of 25-50 batches
         # a second (a handover of the GIL each time) was driver CPU for points the writer
-        # sends once a second anyway.
+        # sends once a second anyway. At a lower CPU priority, as the driver's other metrics
+        # threads: at nice 0 it took a core from the batches (collector/background.py).
+        lower_thread_priority()
         while True:
             stopping = self._stopping.wait(self.poll_s)
             while self._convert_queued():
