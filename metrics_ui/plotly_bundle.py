@@ -8,19 +8,11 @@ address with plotly.js's partial "basic" bundle (`plotly.js-basic-dist-min`, MIT
 plotly.js version plotly.py ships: 1.2 MB, kept gzipped in `vendor/`), and the page's head
 preloads it and dcc's graph chunks, so they download while the page's layout is computed
 instead of after it.
-It is served with V8's explicit compile hint (`//# allFunctionsCalledOnLoad`, Chrome 136 and
-later; a comment elsewhere) as its first line: a browser that has not run it before compiles
-the whole bundle on a background thread as it downloads, instead of each function on the main
-thread when first called (~0.2 s of a cold chart page's main thread). Only plotly.js: with
-React and Dash's renderer hinted too the cold chart pages gained nothing more, and the runs
-page, which never runs plotly.js, took ~0.04 s longer warm.
 When plotly.py's plotly.js is another version than the vendored one, Dash's own bundle is
 served as before (a newer plotly.py may write figures the older bundle cannot draw).
 """
 from __future__ import annotations
 
-import functools
-import gzip
 import json
 import logging
 from pathlib import Path
@@ -35,7 +27,6 @@ log = logging.getLogger(__name__)
 VERSION = "4.1.1"
 BUNDLE = Path(__file__).resolve().parent / "vendor" / f"plotly-basic-{VERSION}.min.js.gz"
 PLOTLY_PATH = "/_dash-component-suites/plotly/package_data/plotly.min.js"    # where dcc.Graph looks
-COMPILE_HINT = b"//# allFunctionsCalledOnLoad\n"
 
 
 def usable() -> bool:
@@ -73,17 +64,11 @@ def early_script(prefix: str = "/") -> str:
             " document.head.appendChild(s); })();</script>") % (pages, json.dumps(prefix.rstrip("/") + PLOTLY_PATH))
 
 
-@functools.lru_cache(maxsize=1)
-def hinted_bundle() -> bytes:
-    """The vendored bundle with the compile hint as its first line, gzipped: once a process (~45 ms)."""
-    return gzip.compress(COMPILE_HINT + gzip.decompress(BUNDLE.read_bytes()), 6, mtime=0)
-
-
 def install(server: Flask, prefix: str = "/") -> bool:
     """Serve the basic bundle at dcc.Graph's plotly.js address; return False (Dash's bundle stays) if unusable."""
     if not usable():
         log.warning("plotly.js %s bundle not usable (%s): charts load Dash's whole plotly.js", VERSION, BUNDLE)
         return False
     path = prefix.rstrip("/") + PLOTLY_PATH
-    vendored.serve(server, lambda p: p == path, hinted_bundle())
+    vendored.serve(server, lambda p: p == path, BUNDLE.read_bytes())
     return True
