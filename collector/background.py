@@ -9,8 +9,9 @@ behind on waits in bounded queues or on disk.
 
 Used in a Spark driver only (Market Spread's shipper, the InfluxDB writer, the alert
 evaluator, the query listener's consumer, the executor watch), whose Python threads do no
-latency-critical work: the JVM and the Python workers run the batches. Not in the ingress: there a lowered thread that holds the GIL while it waits
-for a CPU would hold up the receive loop (priority inversion through the GIL).
+latency-critical work: the JVM and the Python workers run the batches. Not in the ingress:
+there a lowered thread that holds the GIL while it waits for a CPU would hold up the
+receive loop (priority inversion through the GIL).
 """
 from __future__ import annotations
 
