@@ -237,7 +237,8 @@ class SparkMetricsListener(JsonEventsListener):
         # Every `poll_s`, not on each record: waking this thread for each of 25-50 batches
         # a second (a handover of the GIL each time) was driver CPU for points the writer
         # sends once a second anyway. At a lower CPU priority, as the driver's other metrics
-        # threads: at nice 0 it took a core from the batches (collector/background.py).
+        # threads: it does no batch work (collector/background.py; docs/PERFORMANCE.md,
+        # "Metrics threads niced").
         lower_thread_priority()
         while True:
             stopping = self._stopping.wait(self.poll_s)
