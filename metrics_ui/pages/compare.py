@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from urllib.parse import quote, urlencode
 
 import dash
-from dash import Input, Output, callback, dcc, html
+from dash import Input, Output, State, callback, dcc, html
 
 from collector.bins import format_ns
 from collector.influx import InfluxError
@@ -204,7 +204,7 @@ def _step_rows(runs: list[BenchRun]) -> list[list]:
           Output(COMPARE_LATENCY, "figure"), Output(COMPARE_THROUGHPUT, "figure"), Output(COMPARE_CPU, "figure"),
           Output(COMPARE_MEMORY, "figure"), Output(COMPARE_LINK, "href"), Output(COMPARE_BANNER, "children"),
           Input(COMPARE_PICKER, "value"), Input(COMPARE_THRESHOLD, "value"), Input(COMPARE_GROUP, "value"),
-          Input(COMPARE_PARAM_ERROR, "data"), prevent_initial_call=True)
+          State(COMPARE_PARAM_ERROR, "data"), prevent_initial_call=True)
 def refresh_compare(names, threshold_pct, group, url_error):
     """Load the picked runs and judge each (or each label's group) against the first."""
     # a crafted request may send one long string or thousands of names: each costs queries
