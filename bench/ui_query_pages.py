@@ -12,6 +12,8 @@ navigation's start until the page is complete: no Dash callback pending, no "loa
 placeholder left, every chart drawn by Plotly (bench/ui_browser.py's test), and that
 `--colds` times. A first load, with an empty browser cache and a dashboard just started,
 is a cold one: the cold figure is their median; the warm figure the median of the others.
+Last, the same for bench/ui_floor.py's page, one 3-point chart, with the dashboard's loading
+and with Dash's defaults: the floor no page of the dashboard goes under on this machine.
 
     python -m bench.ui_query_pages                                  # 90-s runs, 3 x 6 loads a page (~10 min)
     python -m bench.ui_query_pages --state-dir /tmp/uiq --loads 10  # keep the runs, re-use them next time
@@ -30,7 +32,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
+from urllib.request import urlopen
 
+from bench import ui_floor
 from bench.output import ROOT, add_record_flag, result_path, shown, write_result
 from bench.ui_browser import _driver, _start_ui, load_page, provenance
 from collector.influx.server import InfluxServer, free_port
@@ -76,16 +81,35 @@ def record_demo(server: InfluxServer, work: Path, duration: float) -> str:
     return names[-1]
 
 
-def time_page(server: InfluxServer, url_path: str, loads: int, log: Path, colds: int = 1) -> dict:
+def start_floor(form: str, port: int, log_path: Path) -> subprocess.Popen:
+    """Start bench/ui_floor.py's page in `form` on `port`, as its own process; return it once it answers."""
+    proc = subprocess.Popen([sys.executable, "-m", "bench.ui_floor", "--port", str(port), "--form", form], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=log_path.open("wb"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urlopen(f"http://127.0.0.1:{port}{ui_floor.FLOOR_PATH}", timeout=2) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError(f"the floor page did not start; see {log_path}")
+
+
+def time_page(server: InfluxServer, url_path: str, loads: int, log: Path, colds: int = 1,
+              start: Callable[[int], subprocess.Popen] | None = None) -> dict:
     """Load one page `loads` times in each of `colds` fresh dashboards and browsers; return cold and warm figures.
 
     The cold figure is the median of the `colds` first loads (one each: a single sample says little on
-    a shared machine), the warm one the median of all later loads.
+    a shared machine), the warm one the median of all later loads. `start(port)` starts what serves the
+    page (default: the dashboard, `marketspread ui`).
     """
     cold, warm = [], []
     for _ in range(colds):
         port = free_port()
-        ui = _start_ui(server.config(), port, log)
+        ui = start(port) if start else _start_ui(server.config(), port, log)
         driver = _driver()
         try:
             seconds = [load_page(driver, f"http://127.0.0.1:{port}{url_path}")["seconds"] for _ in range(loads)]
@@ -131,9 +155,11 @@ def main(argv=None) -> int:
             pages.update({"job, demo (Market Spread)": f"/run/{demo}",
                           "step, demo start-to-end": f"/step/{demo}/start-to-end"})
         pages.update({"alerts": "/alerts", "compare": "/compare"})
+        floors = {f"floor ({form}): Dash, one 3-point chart": form for form in reversed(ui_floor.FORMS)}
         figures = {}
-        for page, path in pages.items():
-            figures[page] = time_page(server, path, args.loads, work / "ui.log", args.colds)
+        for page, path in [*pages.items(), *((name, ui_floor.FLOOR_PATH) for name in floors)]:
+            start = (lambda port, form=floors[page]: start_floor(form, port, work / "ui.log")) if page in floors else None
+            figures[page] = time_page(server, path, args.loads, work / "ui.log", args.colds, start)
             f = figures[page]
             print(f"{page:28s} cold {f['cold_s']:.2f} s (median of {args.colds}: "
                   f"{', '.join(f'{s:.2f}' for s in f['cold_runs_s'])}), warm median {f['warm_median_s']:.2f} s "
