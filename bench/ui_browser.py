@@ -223,18 +223,24 @@ def provenance(module: str, argv) -> dict:
 
 def _start_ui(config: InfluxConfig, port: int, log_path: Path) -> subprocess.Popen:
     env = {**os.environ, **config.as_env(), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "marketspread", "ui", "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=log_path.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    return start_server([sys.executable, "-m", "marketspread", "ui", "--port", str(port)], env,
+                        f"http://127.0.0.1:{port}/", log_path, "the dashboard")
+
+
+def start_server(cmd: list[str], env: dict, url: str, log_path: Path, what: str) -> subprocess.Popen:
+    """Start `cmd` in a session of its own, output to `log_path`; return it once `url` answers 200."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log_path.open("wb"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            with urlopen(f"http://127.0.0.1:{port}/", timeout=2) as r:
+            with urlopen(url, timeout=2) as r:
                 if r.status == 200:
                     return proc
         except OSError:
             time.sleep(0.2)
     proc.kill()
-    raise RuntimeError(f"the dashboard did not start; see {log_path}")
+    raise RuntimeError(f"{what} did not start; see {log_path}")
 
 
 def main(argv=None) -> int:

@@ -33,11 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Callable
-from urllib.request import urlopen
 
 from bench import ui_floor
 from bench.output import ROOT, add_record_flag, result_path, shown, write_result
-from bench.ui_browser import _driver, _start_ui, load_page, provenance
+from bench.ui_browser import _driver, _start_ui, load_page, provenance, start_server
 from collector.influx.server import InfluxServer, free_port
 from perf.sysinfo import machine_info
 
@@ -83,19 +82,9 @@ def record_demo(server: InfluxServer, work: Path, duration: float) -> str:
 
 def start_floor(form: str, port: int, log_path: Path) -> subprocess.Popen:
     """Start bench/ui_floor.py's page in `form` on `port`, as its own process; return it once it answers."""
-    proc = subprocess.Popen([sys.executable, "-m", "bench.ui_floor", "--port", str(port), "--form", form], cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=log_path.open("wb"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with urlopen(f"http://127.0.0.1:{port}{ui_floor.FLOOR_PATH}", timeout=2) as r:
-                if r.status == 200:
-                    return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError(f"the floor page did not start; see {log_path}")
+    return start_server([sys.executable, "-m", "bench.ui_floor", "--port", str(port), "--form", form],
+                        {**os.environ, "PYTHONPATH": str(ROOT)}, f"http://127.0.0.1:{port}{ui_floor.FLOOR_PATH}",
+                        log_path, "the floor page")
 
 
 def time_page(server: InfluxServer, url_path: str, loads: int, log: Path, colds: int = 1,
