@@ -52,11 +52,11 @@ def early_script(prefix: str = "/") -> str:
     """Return the `<script>` that runs plotly.js on a chart page while the server computes the page.
 
     dcc.Graph runs plotly.js (~200 ms of script in a cold browser) only when the first graph
-    mounts, after the page's layout came back. Run as soon as it had downloaded, it ran
-    before Dash's renderer had started, and the renderer then waited on the server with the
-    main thread idle. It is now started as the renderer sends the page's callback (Dash's
-    router, `_pages_content`), so it runs while the server computes the page, and dcc.Graph
-    finds `window.Plotly` already there. The other pages never run it.
+    mounts, after the page's layout came back. Started as the renderer sends the page's
+    callback (Dash's router, `_pages_content`), it runs while the server computes the page,
+    and dcc.Graph finds `window.Plotly` already there; run as soon as it has downloaded, it
+    would run before Dash's renderer starts, and the main thread would then sit idle while
+    the server works. The other pages never run it.
     """
     pages = json.dumps([prefix.rstrip("/") + "/" + page for page in CHART_PAGES])
     return ("<script>(function () { var p = window.location.pathname;"
