@@ -41,8 +41,7 @@ def create_app(form: str) -> dash.Dash:
         polyfill.install(server)
     app = dash.Dash(__name__, server=server, title="floor")
     if tuned:
-        app.index_string = app.index_string.replace("{%css%}", "{%css%}\n" + plotly_bundle.preload_links(), 1).replace(
-            "{%renderer%}", "{%renderer%}\n" + plotly_bundle.early_script(), 1)
+        app.index_string = plotly_bundle.with_early_loading(app.index_string)
     figure = {"data": [{"type": "scatter", "x": [1, 2, 3], "y": [1, 3, 2]}], "layout": {"title": {"text": "floor"}}}
     app.layout = html.Div([html.H2("floor"), dcc.Graph(id="floor-graph", figure=figure)])
     return app

@@ -112,8 +112,7 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
                suppress_callback_exceptions=True)
     if basic_plotly:
         # preloaded with the page's scripts; run once Dash's renderer has started and waits for the layout
-        app.index_string = app.index_string.replace("{%css%}", "{%css%}\n" + plotly_bundle.preload_links(), 1).replace(
-            "{%renderer%}", "{%renderer%}\n" + plotly_bundle.early_script(), 1)
+        app.index_string = plotly_bundle.with_early_loading(app.index_string)
     app.layout = html.Div([
         html.Header([dcc.Link(config.title, href="/", className="brand"),
                      dcc.Link("Runs", href="/", className="nav"),

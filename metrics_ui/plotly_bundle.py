@@ -69,6 +69,12 @@ def early_script(prefix: str = "/") -> str:
             " return sent; }; })();</script>") % (pages, json.dumps(prefix.rstrip("/") + PLOTLY_PATH))
 
 
+def with_early_loading(index_string: str, prefix: str = "/") -> str:
+    """Return a Dash `index_string` with `preload_links` after its CSS and `early_script` after its renderer."""
+    return index_string.replace("{%css%}", "{%css%}\n" + preload_links(prefix), 1).replace(
+        "{%renderer%}", "{%renderer%}\n" + early_script(prefix), 1)
+
+
 def install(server: Flask, prefix: str = "/") -> bool:
     """Serve the basic bundle at dcc.Graph's plotly.js address; return False (Dash's bundle stays) if unusable."""
     if not usable():
