@@ -73,6 +73,8 @@ class AlertEvaluator:
         self.status_path = status_path if status_path is not None else store.path.with_name(STATUS_FILE)
         self.states: dict[str, AlertState] = {}
         self.errors: dict[str, str] = {}
+        #: rule name -> labels of the series its last evaluation judged (job, query, run_id), if known
+        self.series: dict[str, dict[str, str]] = {}
         self.rules: list[Rule] = []
         self._restored = False
         self._stop = threading.Event()
