@@ -17,6 +17,7 @@ from collector.codec import decode
 from collector.histogram import LatencyHistogram, SparseCounts
 
 from collector.query.ranges import anchor_ns
+from collector.query.run_ends import RunError
 from collector.units import NS
 
 from collector.vocabulary import LATENCY, MARKET_SPREAD_STEPS, STEP_CHECK, STEP_E2E, STEP_INGRESS  # noqa: F401
@@ -37,12 +38,16 @@ class SeriesKey(NamedTuple):
 
 @dataclass(frozen=True)
 class RunInfo:
-    """One run as the runs page lists it; throughput and p99 cover its last minute of data."""
+    """One run as the runs page lists it; throughput and p99 cover its last minute of data.
+
+    `status` is live, finished, stopped, failed or lost (collector/query/run_ends.py); `live`
+    says whether its pages should keep refreshing (live, or an end whose last points are still fresh).
+    """
     run: str
     first_ns: int
     last_ns: int
     live: bool
-    status: str                       # live, finished, or the `runs` measurement's failed
+    status: str                       # live, finished, stopped, failed, lost
     events: int                       # start-to-end events over the whole run
     throughput_eps: float | None
     p99_ns: int | None
@@ -52,6 +57,10 @@ class RunInfo:
     last_step: str | None = START_TO_END   # the step whose p99 is `p99_ns` (None: no latency recorded)
     steps: tuple[str, ...] = MARKET_SPREAD_STEPS   # the run's steps in its job's order (`step_order`)
     app_id: str | None = None         # the Spark application the run's queries ran in
+    ended_ns: int | None = None       # when it finished, stopped or failed, as recorded (None: not ended or unknown)
+    error: RunError | None = None     # why it failed (status failed)
+    seen_ns: int | None = None        # its newest sign of life (the time a lost run was last heard of)
+    last_batch_end_ns: int | None = None   # a query's run: its newest batch's end
 
     @property
     def duration_s(self) -> float:

@@ -16,6 +16,9 @@ from typing import Iterable, Sequence
 
 from collector.query.panels import PanelStore
 from collector.query.ranges import TimeRange, format_time
+from collector.query.run_ends import RunError, run_error
+from collector.run_status import (FIELD_ERROR, FIELD_ERROR_CLASS, FIELD_ERROR_MESSAGE, FIELD_ERROR_TRACE,
+                                  FIELD_LAST_SEEN_NS, FIELD_STATUS)
 from collector.query.series import TimeSeries
 from collector.vocabulary import (RUNS, SPARK_EXECUTOR, SPARK_EXECUTORS, SPARK_PROGRESS, SPARK_SOURCE, SPARK_STATE,
                                   SPARK_TASK_FAILURES)
@@ -25,25 +28,30 @@ _EXECUTOR_FIELDS = ("heap_used_bytes", "heap_max_bytes", "gc_time_ms", "gc_count
 
 @dataclass(frozen=True)
 class QueryRun:
-    """A query's newest `runs` point: what the runs page lists and the job page follows."""
+    """A query's newest `runs` row: what the runs page lists and the job page follows."""
     query: str
     query_id: str | None
-    status: str | None
+    status: str | None                   # the row's: running, finished, stopped, failed (collector/run_status.py)
     app_id: str | None
     trigger_ms: int | None
     steps: tuple[str, ...]               # the latency steps the job declared, in order
+    started_ns: int | None = None        # the row's time: the query's start
+    ended_ns: int | None = None          # its recorded end (`end_ns`), None while running
+    last_seen_ns: int | None = None      # the monitor's newest heartbeat for it (None: rows from before heartbeats)
+    error: RunError | None = None        # why it failed
+    batch_end_ns: int | None = None      # its newest batch's end (trigger start + duration)
 
 
 @dataclass(frozen=True)
 class QuerySummary:
     """One run's queries as `runs` and `spark_progress` tell them, for the runs page."""
     run: str
-    first_ns: int | None                 # the first and newest micro-batch (None: no progress yet)
+    first_ns: int | None                 # the first and newest micro-batch's trigger start (None: no progress yet)
     last_ns: int | None
-    input_rows_per_s: float | None       # the newest batch's Spark inputRowsPerSecond, summed over queries
     rows: int                            # numInputRows over the whole run
     queries: tuple[QueryRun, ...]
     started_ns: int | None = None        # the first query's start (`runs`), for a run with no batch yet
+    last_end_ns: int | None = None       # the newest batch's end, over the run's queries
 
     @property
     def declared_steps(self) -> tuple[str, ...]:
@@ -53,12 +61,12 @@ class QuerySummary:
 
 @dataclass(frozen=True)
 class SourceLatest:
-    """One source's newest figures in the range and its rows in the range."""
+    """One source over a range: its rows, its rates over the range and how far behind it was last."""
     source: str
-    rows: int
-    input_rows_per_s: float | None
-    processed_rows_per_s: float | None
-    rows_behind: int | None
+    rows: int                            # in the range's batches
+    input_rows_per_s: float | None       # rows / the seconds the range covers of the run (`source_view`'s span)
+    processed_rows_per_s: float | None   # rows / the time its query's batches in the range took
+    rows_behind: int | None              # the newest in the range
     files_behind: int | None
 
 
@@ -145,6 +153,19 @@ class ExecutorView:
     losses: ExecutorLosses | None = None   # None: the driver wrote no executor roster in the range
 
 
+#: A `runs` row's fields the read side uses (collector/run_status.py has the statuses and error fields).
+_RUNS_COLUMNS = ", ".join(f'"{f}"' for f in (
+    "query_id", FIELD_STATUS, "app_id", "trigger_ms", "steps", "end_ns", FIELD_LAST_SEEN_NS, FIELD_ERROR,
+    FIELD_ERROR_CLASS, FIELD_ERROR_MESSAGE, FIELD_ERROR_TRACE))
+
+
+def _query_run(query: str, r: dict, batch: tuple[int, int] | None) -> QueryRun:
+    """Return a query's newest `runs` row, with its newest batch's end, as a QueryRun."""
+    return QueryRun(query, r.get("query_id"), r.get(FIELD_STATUS), r.get("app_id"), _opt_int(r.get("trigger_ms")),
+                    parse_steps(r.get("steps")), int(r["time"]), _opt_int(r.get("end_ns")),
+                    _opt_int(r.get(FIELD_LAST_SEEN_NS)), run_error(r), batch[1] if batch else None)
+
+
 def _opt_int(v) -> int | None:
     return None if v is None else int(v)
 
@@ -184,66 +205,95 @@ class SparkPanelStore(PanelStore):
     """Read-only queries of any streaming query's measurements; MetricsStore is one."""
 
     def query_summaries(self, only: str | None = None) -> dict[str, QuerySummary]:
-        """Return every run's (or `only`'s) queries, first and newest batch, newest input rate and rows.
+        """Return every run's (or `only`'s) queries with how they ended, first and newest batch, and rows.
 
-        One request: the newest `runs` point per query (LIMIT 1 reads one block per series),
-        the first and newest `spark_progress` point per query, and the rows over the run.
+        One request: the newest `runs` row per query (LIMIT 1 reads one block per series; a
+        field a row lacks reads as None), the first and newest `spark_progress` point per
+        query, and the rows over the run.
         """
         where, params = ('"run" = $run', {"run": only}) if only is not None else ("time > 0", None)
         series = self._optional("; ".join((
-            f'SELECT "query_id", "status", "app_id", "trigger_ms", "steps" FROM "{RUNS}" WHERE {where} '
-            'GROUP BY "run", "query" ORDER BY time DESC LIMIT 1',
-            f'SELECT "batch_ms", "input_rows_per_s" FROM "{SPARK_PROGRESS}" WHERE {where} '
-            'GROUP BY "run", "query" ORDER BY time DESC LIMIT 1',
-            f'SELECT "batch_ms" FROM "{SPARK_PROGRESS}" WHERE {where} GROUP BY "run", "query" ORDER BY time ASC LIMIT 1',
+            f'SELECT {_RUNS_COLUMNS} FROM "{RUNS}" WHERE {where} GROUP BY "run", "query" ORDER BY time DESC LIMIT 1',
+            f'SELECT "batch_ms" AS "newest_ms" FROM "{SPARK_PROGRESS}" WHERE {where} GROUP BY "run", "query" '
+            'ORDER BY time DESC LIMIT 1',
+            f'SELECT "batch_ms" AS "first_ms" FROM "{SPARK_PROGRESS}" WHERE {where} GROUP BY "run", "query" '
+            'ORDER BY time ASC LIMIT 1',
             f'SELECT sum("input_rows") AS "rows" FROM "{SPARK_PROGRESS}" WHERE {where} GROUP BY "run"')), params)
-        queries: dict[str, list[QueryRun]] = defaultdict(list)
-        started: dict[str, int] = {}
+        rows_of: dict[str, dict[str, dict]] = defaultdict(dict)
         first: dict[str, int] = {}
-        newest: dict[str, list[tuple[int, float | None]]] = defaultdict(list)
+        newest: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)      # run -> query -> (start, end)
         rows: dict[str, int] = {}
         for s in series:
-            run = s.tags.get("run", "")
+            run, query = s.tags.get("run", ""), s.tags.get("query", "")
             for r in s.rows():
                 t = int(r["time"])
                 if s.name == RUNS:
-                    started[run] = min(started.get(run, t), t)
-                    queries[run].append(QueryRun(s.tags.get("query", ""), r.get("query_id"), r.get("status"),
-                                                 r.get("app_id"), _opt_int(r.get("trigger_ms")),
-                                                 parse_steps(r.get("steps"))))
+                    rows_of[run][query] = r
                 elif "rows" in r:
                     rows[run] = int(r["rows"] or 0)
-                elif "input_rows_per_s" in r:
-                    newest[run].append((t, _opt_float(r["input_rows_per_s"])))
+                elif "newest_ms" in r:
+                    newest[run][query] = (t, t + int(r["newest_ms"] or 0) * 1_000_000)
                 else:
                     first[run] = min(first.get(run, t), t)
         out = {}
-        for run in set(queries) | set(newest):
-            last = max((t for t, _ in newest.get(run, ())), default=None)
-            # the run's rate: each query's newest batch, of the queries still running in its last minute
-            rates = [v for t, v in newest.get(run, ()) if v is not None and last - t < 60 * 10**9]
-            out[run] = QuerySummary(run, first.get(run), last, sum(rates) if rates else None, rows.get(run, 0),
-                                    tuple(sorted(queries.get(run, ()), key=lambda q: q.query)), started.get(run))
+        for run in set(rows_of) | set(newest):
+            queries = tuple(sorted((_query_run(q, r, newest[run].get(q)) for q, r in rows_of[run].items()),
+                                   key=lambda q: q.query))
+            ends = newest.get(run, {})
+            out[run] = QuerySummary(run, first.get(run), max((t for t, _ in ends.values()), default=None),
+                                    rows.get(run, 0), queries, min((q.started_ns for q in queries
+                                                                    if q.started_ns is not None), default=None),
+                                    max((e for _, e in ends.values()), default=None))
         return out
 
-    def source_view(self, run: str, rng: TimeRange, interval_s: int) -> SourceView:
-        """Return the run's sources' rates and rows behind per `interval_s` bucket, and each one's newest figures."""
+    def rows_since(self, starts: dict[str, int], ends: dict[str, int]) -> dict[str, int]:
+        """Return each run's rows in the batches whose trigger start lies in [starts[run], ends[run]].
+
+        One request, a statement per run; a run without batches there reads as 0.
+        """
+        names = sorted(starts)
+        if not names:
+            return {}
+        params: dict[str, str] = {}
+        stmts = []
+        for i, run in enumerate(names):
+            params.update({f"r{i}": run, f"s{i}": format_time(starts[run]), f"e{i}": format_time(ends[run])})
+            stmts.append(f'SELECT sum("input_rows") AS "rows" FROM "{SPARK_PROGRESS}" '
+                         f'WHERE "run" = $r{i} AND time >= $s{i} AND time <= $e{i} GROUP BY "run"')
+        found = {s.tags.get("run", ""): int(s.values[0][1] or 0) for s in self._optional("; ".join(stmts), params)
+                 if s.values}
+        return {run: found.get(run, 0) for run in names}
+
+    def source_view(self, run: str, rng: TimeRange, interval_s: int, span: TimeRange | None = None) -> SourceView:
+        """Return the run's sources' rates and rows behind per `interval_s` bucket, and each one's range figures.
+
+        A source's input rows/s is its rows in the range's batches over `span` (the part of the
+        range the run covers; the range itself by default), its processed rows/s those rows over
+        the time its query's batches in the range took (Spark's processedRowsPerSecond, over the
+        range): never one batch's figure.
+        """
         where, params = self._where(run, rng)
         series = self._optional("; ".join((
             f'SELECT mean("input_rows_per_s") AS "in", mean("processed_rows_per_s") AS "out", '
             f'max("rows_behind") AS "behind", max("files_behind") AS "files" FROM "{SPARK_SOURCE}" '
             f'WHERE {where} GROUP BY time({int(interval_s)}s), "query", "source" fill(none)',
-            f'SELECT last("input_rows_per_s") AS "in", last("processed_rows_per_s") AS "out", '
-            f'last("rows_behind") AS "behind", last("files_behind") AS "files", sum("input_rows") AS "rows" '
-            f'FROM "{SPARK_SOURCE}" WHERE {where} GROUP BY "query", "source"')), params)
-        names = {s.tags.get("query", "") for s in series}
+            f'SELECT last("rows_behind") AS "behind", last("files_behind") AS "files", sum("input_rows") AS "rows" '
+            f'FROM "{SPARK_SOURCE}" WHERE {where} GROUP BY "query", "source"',
+            f'SELECT sum("batch_ms") AS "busy_ms" FROM "{SPARK_PROGRESS}" WHERE {where} GROUP BY "query"')), params)
+        seconds = (span or rng).seconds
+        busy_s = {s.tags.get("query", ""): float(s.values[0][1] or 0) / 1000 for s in series
+                  if s.name == SPARK_PROGRESS and s.values}
+        sources = [s for s in series if s.name == SPARK_SOURCE]
+        names = {s.tags.get("query", "") for s in sources}
         per: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
         latest = []
-        for s in series:
+        for s in sources:
             label = _label(s.tags, "source", names)
             for r in s.rows():
                 if "rows" in r:
-                    latest.append(SourceLatest(label, int(r["rows"] or 0), _opt_float(r["in"]), _opt_float(r["out"]),
+                    n, busy = int(r["rows"] or 0), busy_s.get(s.tags.get("query", ""), 0.0)
+                    latest.append(SourceLatest(label, n, n / seconds if seconds > 0 else None,
+                                               n / busy if busy > 0 else None,
                                                _opt_int(r["behind"]), _opt_int(r["files"])))
                     continue
                 for key, name in (("in", label), ("out", label), ("behind", label), ("files", f"{label} files")):

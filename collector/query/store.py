@@ -23,8 +23,10 @@ from collector.histogram import LatencyHistogram
 from collector.influx import RP_ROLLUP, InfluxClient, InfluxError
 from collector.points import INTERVAL_TAG, interval_label
 
-from collector.query.spark_panels import SparkPanelStore, newest_app, parse_steps
+from collector.query.run_ends import STATUS_LIVE, QueryEnd, newest, query_end, run_status_of
+from collector.query.spark_panels import QuerySummary, SparkPanelStore, newest_app, parse_steps
 from collector.query.ranges import TimeRange, format_time, is_live
+from collector.run_status import STATUS_FINISHED
 from collector.units import NS
 from collector.query.resolution import BASE_S, ROLLUPS_S, bucket_of, missing, plan, rollups_up_to
 from collector.vocabulary import BACKPRESSURE, LATENCY, RUNS, STEP_JOB, TAG_PIPELINE, TAG_RUN, TAG_STEP, TAG_WORKER
@@ -127,9 +129,12 @@ class MetricsStore(SparkPanelStore):
         or, for a run in `windows` (a performance test's measurement window), that window's.
 
         A run is any with `latency` points, or any streaming query's with `runs` or
-        `spark_progress` points. Market Spread's runs count events and events/s from their
-        start-to-end latency; any other query's throughput is Spark's own inputRowsPerSecond of
-        its newest batch, its events the rows its sources gave, its p99 that of its last step.
+        `spark_progress` points. Its status is how its queries' newest `runs` rows say they
+        ended, or lost (collector/query/run_ends.py); a run without such rows is live while its
+        points are fresh, else finished. Market Spread's runs count events and events/s from their
+        start-to-end latency; any other query's throughput is the rows of its batches that
+        started in the last 60 s before its newest batch's end, over 60 s (over its length when
+        shorter), its events the rows its sources gave, its p99 that of its last step.
         """
         queries = self.query_summaries(only)
         names = [only] if only is not None else sorted(set(self.run_names()) | set(queries))
@@ -150,11 +155,12 @@ class MetricsStore(SparkPanelStore):
                 last[run] = max(last.get(run, int(t)), int(t))
                 seen[run][step] = min(seen[run].get(step, int(t)), int(t))
         bp = self._backpressure(only)
-        failed = self._failed_runs(only)
+        spark_runs = {run: g for run, g in queries.items() if g.last_ns is not None and not is_market_spread(seen[run])}
+        rates = self._last_minute_rates(spark_runs) if summary else {}
         out = []
         for run in names:
             g = queries.get(run)
-            spark = g is not None and g.last_ns is not None and not is_market_spread(seen[run])
+            spark = run in spark_runs
             if run not in first and g is None:
                 continue
             declared = g.declared_steps if g is not None else ()
@@ -165,8 +171,7 @@ class MetricsStore(SparkPanelStore):
             elif g is not None and g.started_ns is not None and not times:
                 times.append(g.started_ns)
             lo, hi = min(times), max(times)
-            live = is_live(hi, now_ns)
-            events = g.rows if spark else (self._run_events(run, lo, hi, live) if run in first else 0)
+            events = g.rows if spark else (self._run_events(run, lo, hi, is_live(hi, now_ns)) if run in first else 0)
             eps = p99 = None
             if summary and run in first and end_step is not None:
                 window = (None if spark else (windows or {}).get(run)) or \
@@ -177,13 +182,29 @@ class MetricsStore(SparkPanelStore):
                 if hist.total_count:
                     eps, p99 = hist.total_count / window.seconds, hist.value_at_percentile(99.0)
             if spark:
-                eps = g.input_rows_per_s
-            status = "failed" if run in failed else ("live" if live else "finished")
+                eps = rates.get(run)
+            end = _run_end(g, last[run] + NS if run in last else None, hi, now_ns)
             query_id = next((x.query_id for x in g.queries if x.query_id), None) if g is not None else None
-            out.append(RunInfo(run, lo, hi, live, status, events, eps, p99, bp.get(run), query_id,
-                               "rows/s" if spark else "events/s", end_step, order,
-                               newest_app(g.queries) if g is not None else None))
+            out.append(RunInfo(run, lo, hi, end.status == STATUS_LIVE or is_live(hi, now_ns), end.status, events,
+                               eps, p99, bp.get(run), query_id, "rows/s" if spark else "events/s", end_step, order,
+                               newest_app(g.queries) if g is not None else None, end.ended_ns, end.error,
+                               end.seen_ns, g.last_end_ns if spark else None))
         return sorted(out, key=lambda r: r.last_ns, reverse=True)
+
+    def _last_minute_rates(self, runs: Mapping[str, QuerySummary]) -> dict[str, float | None]:
+        """Return each query run's rows/s over its last minute of batches (one request for all).
+
+        The batches counted are those whose trigger started in the 60 s before the newest
+        batch's end; a run shorter than that is taken over its length, first trigger to last end.
+        """
+        starts, ends, seconds = {}, {}, {}
+        for run, g in runs.items():
+            end = g.last_end_ns if g.last_end_ns is not None else g.last_ns
+            start = max(end - RUN_SUMMARY_WINDOW_NS, g.first_ns if g.first_ns is not None else end)
+            if end > start:
+                starts[run], ends[run], seconds[run] = start, end, (end - start) / NS
+        rows = self.rows_since(starts, ends)
+        return {run: rows[run] / seconds[run] for run in seconds}
 
     def _run_events(self, run: str, first_ns: int, last_ns: int, live: bool) -> int:
         """Return a run's start-to-end events (remembered for a minute once it has finished)."""
@@ -213,16 +234,6 @@ class MetricsStore(SparkPanelStore):
                 raise
             return {}
         return {s.tags.get(TAG_RUN, ""): s.values[-1][1] for s in series if s.values}
-
-    def _failed_runs(self, only: str | None) -> set[str]:
-        where, params = ('WHERE "run" = $run', {"run": only}) if only else ("", None)
-        try:
-            series = self.client.query(f'SELECT last("status") FROM "{RUNS}" {where} GROUP BY "run"', params)
-        except InfluxError as e:
-            if e.status is None:
-                raise
-            return set()
-        return {s.tags.get(TAG_RUN, "") for s in series if s.values and s.values[-1][1] == "failed"}
 
     # -- job and step pages
 
@@ -324,6 +335,22 @@ class MetricsStore(SparkPanelStore):
         return StepView(total.total_count, ui_bins(total), total,
                         total.percentiles(WALLAROO_PERCENTILES), _rate_series(counts, lambda k: k.pipeline, interval_s),
                         workers, interval_s)
+
+
+def _run_end(g: QuerySummary | None, latency_end_ns: int | None, last_ns: int, now_ns: int) -> QueryEnd:
+    """Return how a run ended: its queries' `runs` rows (a running one gone quiet is lost); without rows,
+    live while its points are fresh, else finished.
+
+    A query's sign of life is the newest of its heartbeat, its newest batch's end, the run's
+    newest latency interval's end and its start.
+    """
+    ends = [query_end(q.status, q.ended_ns, q.error, newest(q.last_seen_ns, q.batch_end_ns, latency_end_ns,
+                                                              q.started_ns), now_ns)
+            for q in (g.queries if g is not None else ())]
+    end = run_status_of(ends)
+    if end is None:
+        return QueryEnd(STATUS_LIVE if is_live(last_ns, now_ns) else STATUS_FINISHED, None, None, last_ns)
+    return end
 
 
 def _rate_series(counts: Mapping[SeriesKey, list[tuple[int, int]]], keyf, interval_s: int) -> list[TimeSeries]:

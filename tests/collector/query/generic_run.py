@@ -34,6 +34,13 @@ class GenericRun:
     judged: int = 0
     late_rows: dict = field(default_factory=dict)
     points: list = field(default_factory=list)
+    batches: list = field(default_factory=list)          # (trigger start ns, batch ms, input rows) per batch
+
+    def last_minute_rate(self) -> float:
+        """Return rows/s of the batches that started in the 60 s before the newest one's end (or over the run)."""
+        end = max(t + ms * 1_000_000 for t, ms, _ in self.batches)
+        start = max(end - 60 * NS, min(t for t, _, _ in self.batches))
+        return sum(n for t, _, n in self.batches if t >= start) / ((end - start) / NS)
 
 
 def generic_run(run: str, start_ns: int, seconds: int = 30, trigger_ms: int = 1000, steps=STEPS,
@@ -59,6 +66,7 @@ def generic_run(run: str, start_ns: int, seconds: int = 30, trigger_ms: int = 10
         g.judged += 1
         g.input_rows += rows
         g.last_input_rate = rate
+        g.batches.append((t, batch_ms, rows))
         g.points.append(Point("spark_progress", tags, {
             "batch_id": i, "batch_ms": batch_ms, "addBatch_ms": batch_ms - 50, "input_rows": rows,
             "input_rows_per_s": rate, "processed_rows_per_s": rate * 1.5, "trigger_ms": trigger_ms,
