@@ -56,6 +56,8 @@ TAG_RULE = "rule"
 TAG_NAMESPACE = "namespace"
 TAG_LABEL = "label"
 TAG_PROCESS = "process"
+TAG_QUERY_ID = "query_id"                   # Spark's query id: stable across restarts from one checkpoint
+TAG_RUN_ID = "run_id"                       # Spark's runId: one per start of a query
 LATENCY_TAGS = (TAG_RUN, TAG_PIPELINE, TAG_STEP, TAG_WORKER)
 
 # -- fields of `latency` (and its rollups) ---------------------------------------------------

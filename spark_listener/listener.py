@@ -5,7 +5,11 @@ Spark calls a listener on its listener bus (`onQueryStarted` even synchronously,
 record and `put_nowait` it on a bounded queue; a full queue drops the record and counts
 it. A consumer thread turns records into points for any writer with `add(points)`:
 
-- `spark_progress` (tags run, query): one point per batch, at the batch's trigger start.
+Every point of a query run carries the tags run, query, `query_id` (Spark's query id,
+stable across restarts from one checkpoint) and `run_id` (Spark's runId, one per start);
+`runs` has `query_id` as a field, so there only `run_id` is added.
+
+- `spark_progress`: one point per batch, at the batch's trigger start.
   Integer fields: `batch_id`, `events` (sum of endOffset.seq - startOffset.seq),
   `batch_ms`, `<phase>_ms` for each `durationMs` key (`triggerExecution_ms`,
   `addBatch_ms`, ...), `state_rows`, `state_memory_bytes`, `backlog` (latestOffset.seq -
@@ -14,11 +18,15 @@ it. A consumer thread turns records into points for any writer with `add(points)
   listener, cumulative). Float fields: `input_events_per_s` (events / time since the
   previous trigger start; absent for a run's first batch), `processed_events_per_s`
   (events / batch duration).
-- `runs` (tags run, query): at the query's start `status`="running", `query_id`,
-  `spark_run_id`, `start_ns`; at its end the *same series and time* get `status`
-  "finished" or "failed" (+ `error`, first 500 characters), `end_ns`, `batches`,
-  `events`, so InfluxDB keeps one row per query run.
-- `backpressure` (tags run, step="job"), at each batch's end: `busy_share`, `idle_share`,
+- `runs` (tags run, query, run_id): at the query's start `status`="running", `query_id`,
+  `spark_run_id`, `start_ns`, `last_seen_ns`; the *same series and time* get
+  `last_seen_ns` every `heartbeat_s` while the run is open, and at its end `status`
+  (finished, stopped or failed: `records.clean_end_status`, with the reason's `error`,
+  `error_class`, `error_message`, `error_trace`: failure.py), `end_ns`, `batches`,
+  `events`, so InfluxDB keeps one row per query run (collector/run_status.py). Runs
+  still open when the listener is told so (`end_open_runs`) or finds its session gone
+  (`alive_fn`) end stopped, or failed with the reason given.
+- `backpressure` (tags run, step="job", query_id, run_id), at each batch's end: `busy_share`, `idle_share`,
   `backlog`, `backlog_growth_per_s` over the last 10 s and `status` from the busy share
   (`collector.backpressure`; the listener cannot see the ingress' muted share, so it
   writes no `backpressured_share`).
@@ -39,23 +47,29 @@ from collections import deque
 from collector.background import lower_thread_priority
 from collector.backpressure import STEP_JOB, WINDOW_S, backpressure_point, job_figures, query_figures
 from collector.influx import Point
-from collector.vocabulary import RUNS, TAG_QUERY, TAG_RUN
+from collector.run_status import (FIELD_LAST_SEEN_NS, FIELD_STATUS, HEARTBEAT_S, STATUS_FAILED, STATUS_RUNNING,
+                                  STATUS_STOPPED)
+from collector.vocabulary import RUNS, TAG_QUERY, TAG_QUERY_ID, TAG_RUN, TAG_RUN_ID
 
 from spark_listener.events import JsonEventsListener
+from spark_listener.failure import FailureReason, parse_failure
 from spark_listener.points import progress_point, source_points, state_points
-from spark_listener.records import BatchProgress, QueryEnd, QueryStart, Record, parse_timestamp_ns, progress_record
+from spark_listener.records import (BatchProgress, OpenRunsEnd, QueryEnd, QueryStart, Record, clean_end_status,
+                                    parse_timestamp_ns, progress_record)
 
 log = logging.getLogger(__name__)
 
-STATUS_RUNNING, STATUS_FINISHED, STATUS_FAILED = "running", "finished", "failed"
-MAX_ERROR_CHARS = 500
 
 
 class _RunState:
-    """What the consumer remembers of one query run: its start and the last 10 s of batches."""
+    """What the consumer remembers of one query run: its row, its trigger and the last 10 s of batches."""
 
-    def __init__(self, start_ns: int | None, seen_start: bool):
+    def __init__(self, start_ns: int | None, seen_start: bool, tags: dict[str, str] | None = None,
+                 query_id: str = "", trigger: str | None = None):
         self.start_ns = start_ns
+        self.tags = tags or {}                      # the `runs` row's series
+        self.query_id = query_id
+        self.trigger = trigger                      # Spark's trigger class, when read at the start
         # Busy share never counts time before the query started; when the listener came
         # late that time is unknown, so the window stays a full one.
         self.floor_ns = start_ns if seen_start else None
@@ -82,7 +96,8 @@ class SparkMetricsListener(JsonEventsListener):
     def __init__(self, run, writer, query_name: str | None = None, *,
                  max_pending: int = 10_000, window_s: float = WINDOW_S, muted_share_fn=None,
                  latest_offset_fn=None, state_size_fn=None, backpressure_every_s: float = 1.0,
-                 poll_s: float = 0.25, query_info_fn=None, batch_hook=None, query_status: bool = False):
+                 poll_s: float = 0.25, query_info_fn=None, batch_hook=None, query_status: bool = False,
+                 trigger_fn=None, alive_fn=None, heartbeat_s: float = HEARTBEAT_S):
         """`muted_share_fn(window_s)`, if given, returns the ingress' muted share over the
         last window (or None); it is called from the consumer thread, never the bus.
         `latest_offset_fn()`, if given, returns the source's latest offset (seq) for the
@@ -98,7 +113,19 @@ class SparkMetricsListener(JsonEventsListener):
         consumer thread; `batch_hook(progress)` returns more points for a batch (the task
         latency samples of a committed batch), also from the consumer thread;
         `query_status`: backpressure status as Spark users read it (`query_figures`: batches
-        over the trigger, input above processing rate) instead of the ingress' muted share."""
+        over the trigger, input above processing rate) instead of the ingress' muted share.
+
+        The end of a run: `trigger_fn(query_id)`, if given, returns the query's Spark trigger
+        class name; it is called once per start in the start callback (a few py4j calls;
+        the query is registered then and may be gone by the consumer's turn), and a run
+        under a self-ending trigger that stops without an exception is finished, any other
+        stopped. Every `heartbeat_s` the consumer rewrites each open run's `last_seen_ns`,
+        and asks `alive_fn()`, if given, whether the session still runs: a stopped session
+        sends no termination events, so its open runs end stopped there."""
+        self.trigger_fn = trigger_fn
+        self.alive_fn = alive_fn
+        self.heartbeat_s = heartbeat_s
+        self._open: set[str] = set()                # Spark runIds started and not terminated (callbacks)
         self.run = run
         self.query_info_fn = query_info_fn
         self.batch_hook = batch_hook
@@ -123,6 +150,7 @@ class SparkMetricsListener(JsonEventsListener):
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._runs: dict[str, _RunState] = {}       # consumer thread only
+        self._ended: set[str] = set()               # runIds ended by `end_open_runs` (consumer thread)
         self._logged_failure = False
 
     # -- lifecycle
@@ -178,8 +206,9 @@ class SparkMetricsListener(JsonEventsListener):
             self._run_tags[rid] = self._run_of(event.name, event.id)
             self._seen_start = True
             self._terminated.clear()
+            self._open.add(rid)
             self._put(QueryStart(self._run_of(event.name, event.id), name, str(event.id), rid,
-                                 parse_timestamp_ns(event.timestamp)))
+                                 parse_timestamp_ns(event.timestamp), self._trigger(str(event.id))))
         except Exception:
             self._failed("onQueryStarted")
 
@@ -210,11 +239,34 @@ class SparkMetricsListener(JsonEventsListener):
             if name is None:
                 return
             self._prev_ts.pop(rid, None)
+            self._open.discard(rid)
             self._put(QueryEnd(self._run_tags.pop(rid, None) or self._run_of(None, event.id), name, str(event.id),
                                rid, time.time_ns(), event.exception))
             self._terminated.set()
         except Exception:
             self._failed("onQueryTerminated")
+
+    def _trigger(self, query_id: str) -> str | None:
+        if self.trigger_fn is None:
+            return None
+        try:
+            return self.trigger_fn(query_id)
+        except Exception:
+            self._failed("trigger_fn")
+            return None
+
+    @property
+    def open_run_ids(self) -> frozenset[str]:
+        """Spark runIds of the followed queries started and not yet terminated (as the callbacks saw them)."""
+        return frozenset(self._open)
+
+    def end_open_runs(self, reason: FailureReason | None = None, timeout: float = 5.0) -> None:
+        """Queue the end of every open run: stopped, or failed with `reason`; `flush` to see it written."""
+        self._open.clear()
+        try:
+            self._queue.put(OpenRunsEnd(time.time_ns(), reason), timeout=timeout)
+        except queue.Full:
+            self.dropped += 1
 
     def _run_of(self, name: str | None, query_id) -> str:
         return self.run(name or None, str(query_id)) if callable(self.run) else self.run
@@ -240,12 +292,37 @@ class SparkMetricsListener(JsonEventsListener):
         # threads: it does no batch work (collector/background.py; docs/PERFORMANCE.md,
         # "Metrics threads niced").
         lower_thread_priority()
+        beat = time.monotonic()
         while True:
             stopping = self._stopping.wait(self.poll_s)
             while self._convert_queued():
                 pass
             if stopping:
                 return
+            if time.monotonic() - beat >= self.heartbeat_s:
+                beat = time.monotonic()
+                self._heartbeat()
+
+    def _heartbeat(self) -> None:
+        """Rewrite every open run's `last_seen_ns`; end them all if the session is gone."""
+        if not self._runs:
+            return
+        try:
+            alive = self.alive_fn() if self.alive_fn is not None else True
+        except Exception:
+            alive = True
+        try:
+            if not alive:
+                self._open.clear()
+                points = self._end_open(OpenRunsEnd(time.time_ns()))
+            else:
+                now = time.time_ns()
+                points = [Point(RUNS, st.tags, {FIELD_LAST_SEEN_NS: now}, st.start_ns)
+                          for st in self._runs.values() if st.start_ns is not None and st.tags]
+            if points:
+                self.writer.add(points)
+        except Exception:
+            self._failed("the heartbeat")
 
     def _convert_queued(self) -> int:
         """Turn up to 1000 queued records into points for the writer; return how many."""
@@ -274,29 +351,27 @@ class SparkMetricsListener(JsonEventsListener):
         return len(recs)
 
     def _points(self, rec: Record) -> list[Point]:
-        tags = {TAG_RUN: rec.run, TAG_QUERY: rec.query}
+        if isinstance(rec, OpenRunsEnd):
+            return self._end_open(rec)
+        # `runs` has query_id as a field: a tag of the same name would make InfluxDB 1.x's
+        # queries ambiguous, so its rows carry run_id alone.
+        tags = {TAG_RUN: rec.run, TAG_QUERY: rec.query, TAG_RUN_ID: rec.run_id}
         if isinstance(rec, QueryStart):
-            st = self._runs[rec.run_id] = _RunState(rec.start_ns, True)
-            return [Point(RUNS, tags, {"status": STATUS_RUNNING, "query_id": rec.query_id, "spark_run_id": rec.run_id,
-                                       "start_ns": rec.start_ns, **self._query_info(st, rec.query_id)}, rec.start_ns)]
+            st = self._runs[rec.run_id] = _RunState(rec.start_ns, True, tags, rec.query_id, rec.trigger)
+            return [self._start_point(st, rec.run_id)]
         if isinstance(rec, QueryEnd):
-            st = self._runs.pop(rec.run_id, None) or _RunState(None, False)
-            fields: dict[str, int | float | str] = {
-                "status": STATUS_FAILED if rec.error else STATUS_FINISHED, "query_id": rec.query_id,
-                "spark_run_id": rec.run_id, "end_ns": rec.end_ns, "batches": st.batches, "events": st.events}
-            if st.start_ns is not None:
-                fields["start_ns"] = st.start_ns
-            if st.trigger_ms:
-                fields["trigger_ms"] = int(st.trigger_ms)
-            if rec.error:
-                fields["error"] = rec.error[:MAX_ERROR_CHARS]
-            return [Point(RUNS, tags, fields, st.start_ns if st.start_ns is not None else rec.end_ns)]
+            st = self._runs.pop(rec.run_id, None) or _RunState(None, False, tags, rec.query_id)
+            reason = parse_failure(rec.error) if rec.error else None
+            status = STATUS_FAILED if rec.error else clean_end_status(st.trigger)
+            return [self._end_point(st, rec.run_id, rec.end_ns, status, reason)]
         out = []
         st = self._runs.get(rec.run_id)
+        if st is None and rec.run_id in self._ended:
+            return out                  # a late batch of a run already ended as the monitor stopped
         if st is None:                  # attached after the query started: mark the run from here
-            st = self._runs[rec.run_id] = _RunState(rec.ts_ns, False)
-            out.append(Point(RUNS, tags, {"status": STATUS_RUNNING, "query_id": rec.query_id, "spark_run_id": rec.run_id,
-                                          "start_ns": rec.ts_ns, **self._query_info(st, rec.query_id)}, rec.ts_ns))
+            st = self._runs[rec.run_id] = _RunState(rec.ts_ns, False, tags, rec.query_id,
+                                                    self._trigger(rec.query_id))
+            out.append(self._start_point(st, rec.run_id))
         st.batches += 1
         st.events += rec.events or 0
         st.recent.append(rec)
@@ -318,13 +393,46 @@ class SparkMetricsListener(JsonEventsListener):
         st.backpressure_ns = rec.end_ns
         if self.query_status:
             figures = query_figures(list(st.recent), rec.end_ns, st.trigger_ms, self.window_s, st.floor_ns)
-            out.append(backpressure_point(rec.run, STEP_JOB, figures, rec.end_ns))
+            out.append(self._with_ids(backpressure_point(rec.run, STEP_JOB, figures, rec.end_ns), rec))
             return out
         figures = job_figures(list(st.recent), rec.end_ns, self.window_s, not_before_ns=st.floor_ns,
                               backlogs=[(r.end_ns, r.backlog) for r in st.recent if r.backlog is not None],
                               ingress_muted_share=self.muted_share_fn(self.window_s) if self.muted_share_fn else None)
-        out.append(backpressure_point(rec.run, STEP_JOB, figures, rec.end_ns))
+        out.append(self._with_ids(backpressure_point(rec.run, STEP_JOB, figures, rec.end_ns), rec))
         return out
+
+    @staticmethod
+    def _with_ids(point: Point, rec: BatchProgress) -> Point:
+        return point._replace(tags={**point.tags, TAG_QUERY_ID: rec.query_id, TAG_RUN_ID: rec.run_id})
+
+    def _start_point(self, st: _RunState, run_id: str) -> Point:
+        """The `runs` row of a run at its start (or at the first batch seen of it)."""
+        return Point(RUNS, st.tags, {FIELD_STATUS: STATUS_RUNNING, "query_id": st.query_id, "spark_run_id": run_id,
+                                     "start_ns": st.start_ns, FIELD_LAST_SEEN_NS: time.time_ns(),
+                                     **self._query_info(st, st.query_id)}, st.start_ns)
+
+    def _end_point(self, st: _RunState, run_id: str, end_ns: int, status: str,
+                   reason: FailureReason | None) -> Point:
+        """The `runs` row of a run at its end: the same series and time as its start."""
+        fields: dict[str, int | float | str] = {FIELD_STATUS: status, "query_id": st.query_id,
+                                                "spark_run_id": run_id, "end_ns": end_ns, "batches": st.batches,
+                                                "events": st.events}
+        if st.start_ns is not None:
+            fields["start_ns"] = st.start_ns
+        if st.trigger_ms:
+            fields["trigger_ms"] = int(st.trigger_ms)
+        if status == STATUS_FAILED and reason is not None:
+            fields.update(reason.fields())
+        return Point(RUNS, st.tags, fields, st.start_ns if st.start_ns is not None else end_ns)
+
+    def _end_open(self, rec: OpenRunsEnd) -> list[Point]:
+        """End every open run: failed with the record's reason, else stopped."""
+        status = STATUS_FAILED if rec.reason is not None else STATUS_STOPPED
+        runs, self._runs = self._runs, {}
+        for run_id in runs:
+            self._prev_ts.pop(run_id, None)
+        self._ended.update(runs)
+        return [self._end_point(st, run_id, rec.end_ns, status, rec.reason) for run_id, st in runs.items()]
 
     def _query_info(self, st: _RunState, query_id: str) -> dict:
         """Ask `query_info_fn` for a query run's trigger and extra `runs` fields (once per run)."""

@@ -1,18 +1,26 @@
 """A batch's progress as InfluxDB points: `spark_progress`, `spark_source`, `spark_state` (docs/METRICS.md).
 
 Pure conversion of the listener's records (records.py); the listener's consumer thread
-calls these, never Spark's callback thread.
+calls these, never Spark's callback thread. Every point carries the query's ids
+(`query_tags`): Spark's query id, stable across restarts from one checkpoint, and its
+runId, one per start.
 """
 from __future__ import annotations
 
 from collector.influx import Point
-from collector.vocabulary import SPARK_PROGRESS, SPARK_SOURCE, SPARK_STATE, TAG_OPERATOR, TAG_QUERY, TAG_RUN, TAG_SOURCE
+from collector.vocabulary import (SPARK_PROGRESS, SPARK_SOURCE, SPARK_STATE, TAG_OPERATOR, TAG_QUERY, TAG_QUERY_ID,
+                                  TAG_RUN, TAG_RUN_ID, TAG_SOURCE)
 
 from spark_listener.records import BatchProgress
 
 
+def query_tags(r: BatchProgress) -> dict[str, str]:
+    """The tags of every point of a query run: run, query, query_id, run_id."""
+    return {TAG_RUN: r.run, TAG_QUERY: r.query, TAG_QUERY_ID: r.query_id, TAG_RUN_ID: r.run_id}
+
+
 def progress_point(r: BatchProgress, dropped: int = 0, trigger_ms: int | None = None) -> Point:
-    """One `spark_progress` point (tags run, query) at the batch's trigger start.
+    """One `spark_progress` point (`query_tags`) at the batch's trigger start.
 
     `trigger_ms`: the query's processing-time trigger interval, when it has one; the
     point then says whether the batch overran it.
@@ -36,11 +44,11 @@ def progress_point(r: BatchProgress, dropped: int = 0, trigger_ms: int | None = 
         fields["overran"] = int(r.batch_ms > trigger_ms)
     for phase, ms in r.durations_ms.items():
         fields[f"{phase}_ms"] = int(ms)
-    return Point(SPARK_PROGRESS, {TAG_RUN: r.run, TAG_QUERY: r.query}, fields, r.ts_ns)
+    return Point(SPARK_PROGRESS, query_tags(r), fields, r.ts_ns)
 
 
 def source_points(r: BatchProgress) -> list[Point]:
-    """One `spark_source` point (tags run, query, source) per source of the batch."""
+    """One `spark_source` point (`query_tags`, source) per source of the batch."""
     out = []
     for s in r.sources:
         fields: dict[str, int | float | str] = {"input_rows": s.input_rows}
@@ -52,13 +60,13 @@ def source_points(r: BatchProgress) -> list[Point]:
             v = getattr(s, name)
             if v is not None:
                 fields[name] = int(v)
-        out.append(Point(SPARK_SOURCE, {TAG_RUN: r.run, TAG_QUERY: r.query, TAG_SOURCE: s.source}, fields, r.ts_ns))
+        out.append(Point(SPARK_SOURCE, {**query_tags(r), TAG_SOURCE: s.source}, fields, r.ts_ns))
     return out
 
 
 def state_points(r: BatchProgress) -> list[Point]:
-    """One `spark_state` point (tags run, query, operator) per stateful operator of the batch."""
-    return [Point(SPARK_STATE, {TAG_RUN: r.run, TAG_QUERY: r.query, TAG_OPERATOR: o.operator},
+    """One `spark_state` point (`query_tags`, operator) per stateful operator of the batch."""
+    return [Point(SPARK_STATE, {**query_tags(r), TAG_OPERATOR: o.operator},
                   {"rows_total": o.rows_total, "rows_updated": o.rows_updated, "rows_removed": o.rows_removed,
                    "memory_bytes": o.memory_bytes, "late_rows": o.late_rows}, r.ts_ns)
             for o in r.operators]

@@ -11,19 +11,27 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping, Union
 
+from collector.run_status import STATUS_FINISHED, STATUS_STOPPED
+
+from spark_listener.failure import FailureReason
 from spark_listener.query_figures import SourceFigures, StateFigures, source_figures, state_figures, watermark_ns
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
+#: Spark's triggers under which a query ends by itself once its input runs out (class names, `$` dropped).
+SELF_ENDING_TRIGGERS = ("AvailableNowTrigger", "OneTimeTrigger")
+
+
 @dataclass(frozen=True)
 class QueryStart:
-    """A query (run) started."""
+    """A query (run) started; `trigger` is Spark's trigger class (`ProcessingTimeTrigger`, ...) when known."""
     run: str
     query: str
     query_id: str
     run_id: str                   # Spark's runId: new at every (re)start of the query
     start_ns: int
+    trigger: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,7 +79,32 @@ class BatchProgress:
         return self.ts_ns + self.batch_ms * 1_000_000
 
 
-Record = Union[QueryStart, QueryEnd, BatchProgress]
+@dataclass(frozen=True)
+class OpenRunsEnd:
+    """The monitor stops or its session is gone: every run seen to start and not end ends now.
+
+    `reason`: the script's own exception when it raised (the runs end failed), else None
+    (they end stopped).
+    """
+    end_ns: int
+    reason: FailureReason | None = None
+
+
+Record = Union[QueryStart, QueryEnd, BatchProgress, OpenRunsEnd]
+
+
+def clean_end_status(trigger: str | None) -> str:
+    """Return how a run that ended without an exception ended: finished or stopped.
+
+    Spark's termination event says only whether there was an exception. A query under an
+    `availableNow` or `once` trigger ends by itself when its input runs out: finished.
+    Any other query runs until something stops it (`query.stop()`, the session, the
+    script): stopped. An `availableNow` query stopped before its input ran out reads
+    finished too: Spark tells the two apart nowhere.
+    """
+    if trigger is not None and trigger.rstrip("$") in SELF_ENDING_TRIGGERS:
+        return STATUS_FINISHED
+    return STATUS_STOPPED
 
 
 def parse_timestamp_ns(ts: str) -> int:

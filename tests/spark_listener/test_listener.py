@@ -111,20 +111,23 @@ def test_events_become_runs_progress_and_backpressure_points():
     prog = w.measurement("spark_progress")
     assert [p.fields["events"] for p in prog] == [1000, 2000]
     assert sum(p.fields["events"] for p in prog) == 3000
-    assert dict(prog[0].tags) == {"run": "r1", "query": "market-spread"} and prog[0].time_ns == T0_NS + S
+    ids = {"query_id": str(QID), "run_id": str(RID)}
+    assert dict(prog[0].tags) == {"run": "r1", "query": "market-spread", **ids} and prog[0].time_ns == T0_NS + S
     f = prog[1].fields
     assert isinstance(f["events"], int) and isinstance(f["addBatch_ms"], int)
     assert f["input_events_per_s"] == pytest.approx(4000.0) and f["processed_events_per_s"] == pytest.approx(4000.0)
     assert (f["backlog"], f["state_rows"], f["input_blocks"], f["batch_id"]) == (0, 3, 4, 1)
 
     runs = w.measurement("runs")
-    assert [p.fields["status"] for p in runs] == ["running", "finished"]
+    assert [p.fields["status"] for p in runs] == ["running", "stopped"]     # no trigger read: not self-ending
     assert runs[0].time_ns == runs[1].time_ns == T0_NS          # one row per run in InfluxDB
+    assert [dict(p.tags) for p in runs] == [{"run": "r1", "query": "market-spread", "run_id": str(RID)}] * 2
+    assert runs[0].fields["query_id"] == str(QID) and runs[0].fields["last_seen_ns"] > 0
     assert runs[1].fields["start_ns"] == T0_NS and runs[1].fields["end_ns"] > T0_NS
     assert (runs[1].fields["events"], runs[1].fields["batches"]) == (3000, 2)
 
     bp = w.measurement("backpressure")
-    assert [dict(p.tags) for p in bp] == [{"run": "r1", "step": "job"}] * 2
+    assert [dict(p.tags) for p in bp] == [{"run": "r1", "step": "job", **ids}] * 2
     # the window starts at the query's start: batch 0 ran 1.0-1.4 s, batch 1 1.5-2.0 s
     assert bp[0].fields["busy_share"] == pytest.approx(0.4 / 1.4)
     assert bp[1].fields["busy_share"] == pytest.approx(0.9 / 2.0) and bp[1].fields["status"] == "OK"
@@ -199,7 +202,7 @@ def test_attached_after_start_marks_the_run_from_its_first_batch():
     lst.onQueryTerminated(_terminated())
     lst.stop()
     runs = w.measurement("runs")
-    assert [p.fields["status"] for p in runs] == ["running", "finished"]
+    assert [p.fields["status"] for p in runs] == ["running", "stopped"]
     assert runs[0].time_ns == runs[1].time_ns == T0_NS + 3 * S
     # no known start: a full 10 s window, not a 100 % busy first batch
     assert w.measurement("backpressure")[0].fields["busy_share"] == pytest.approx(0.04)
@@ -292,8 +295,100 @@ def test_real_query_writes_progress_and_run_to_influxdb(spark, influx_client, tm
     assert max(r["end_seq"] for r in prog) == rep.accepted and prog[-1]["backlog"] == 0
     assert all(r["input_blocks"] < r["events"] for r in prog if r["events"])     # blocks, not events
     runs = rows('SELECT * FROM "runs" WHERE "run" = $run')
-    assert len(runs) == 1 and runs[0]["status"] == "finished"
+    assert len(runs) == 1 and runs[0]["status"] == "stopped"          # the replay stops its query at the end
     assert runs[0]["events"] == rep.accepted and runs[0]["end_ns"] > runs[0]["start_ns"]
     bp = rows('SELECT * FROM "backpressure" WHERE "run" = $run')
     # one per second of batches (the first batch's included), not one per batch
     assert 1 <= len(bp) <= len(prog) and all(0 <= r["busy_share"] <= 1 and r["step"] == "job" for r in bp)
+
+
+# ---------------------------------------------------------------------------------------------
+# every end of a run: finished, stopped, failed with its reason; the heartbeat
+
+
+FAILURES = __import__("pathlib").Path(__file__).parent / "data" / "failures"
+
+
+def test_a_failed_run_gets_the_class_message_and_user_trace_of_sparks_exception():
+    w = MemoryWriter()
+    lst = SparkMetricsListener("r1", w).start()
+    lst.onQueryStarted(_started())
+    lst.onQueryTerminated(_terminated((FAILURES / "foreach_batch.txt").read_text()))
+    lst.stop()
+    end = w.measurement("runs")[-1]
+    f = end.fields
+    assert f["status"] == "failed" and f["error"] == "RuntimeError: bad batch 1: the upstream table is gone"
+    assert (f["error_class"], f["error_message"]) == ("RuntimeError", "bad batch 1: the upstream table is gone")
+    assert f["error_trace"].endswith('raise RuntimeError(f"bad batch {batch_id}: the upstream table is gone")')
+    assert end.time_ns == w.measurement("runs")[0].time_ns
+
+
+@pytest.mark.parametrize("trigger, status", [("AvailableNowTrigger$", "finished"), ("OneTimeTrigger$", "finished"),
+                                             ("ProcessingTimeTrigger", "stopped"), (None, "stopped")])
+def test_a_clean_end_is_finished_under_a_self_ending_trigger_else_stopped(trigger, status):
+    w = MemoryWriter()
+    asked = []
+    lst = SparkMetricsListener("r1", w, trigger_fn=lambda qid: asked.append(qid) or trigger).start()
+    lst.onQueryStarted(_started())
+    lst.onQueryTerminated(_terminated())
+    lst.stop()
+    assert asked == [str(QID)]                  # read once, at the start
+    assert [p.fields["status"] for p in w.measurement("runs")] == ["running", status]
+
+
+def test_an_open_run_beats_in_its_own_row_until_it_ends():
+    w = MemoryWriter()
+    lst = SparkMetricsListener("r1", w, poll_s=0.05, heartbeat_s=0.1).start()
+    lst.onQueryStarted(_started())
+    lst.onQueryProgress(_progress(0, 1.0, None, 10, 10))
+    deadline = time.monotonic() + 10
+    while len([p for p in w.measurement("runs") if set(p.fields) == {"last_seen_ns"}]) < 2 \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    lst.onQueryTerminated(_terminated())
+    assert lst.flush(5)
+    time.sleep(0.3)
+    lst.stop()
+    runs = w.measurement("runs")
+    beats = [p for p in runs if set(p.fields) == {"last_seen_ns"}]
+    assert len(beats) >= 2 and runs[-1].fields["status"] == "stopped"
+    assert {p.time_ns for p in runs} == {T0_NS} and {tuple(p.tags.items()) for p in runs} == {tuple(runs[0].tags.items())}
+    seen = [p.fields["last_seen_ns"] for p in beats]
+    assert seen == sorted(seen) and seen[0] >= runs[0].fields["last_seen_ns"]
+    assert runs.index(beats[-1]) < len(runs) - 1          # none after the end
+
+
+def test_runs_left_open_end_stopped_or_failed_with_the_reason_given():
+    from spark_listener.failure import parse_failure
+    w = MemoryWriter()
+    lst = SparkMetricsListener("r1", w).start()
+    other = uuid.UUID(int=3)
+    lst.onQueryStarted(_started())
+    lst.onQueryStarted(_started(run_id=other))
+    lst.onQueryTerminated(_terminated(run_id=other))
+    assert lst.open_run_ids == {str(RID)}
+    reason = parse_failure('Traceback (most recent call last):\n  File "/u/job.py", line 4, in <module>\n'
+                           '    main()\nConnectionError: warehouse unreachable\n')
+    lst.end_open_runs(reason)
+    lst.onQueryProgress(_progress(3, 5.0, 0, 10, 10))         # a late batch of the ended run
+    assert lst.flush(5)
+    lst.stop()
+    ends = [p for p in w.measurement("runs") if p.fields.get("status") not in (None, "running")]
+    assert [(p.tags["run_id"], p.fields["status"]) for p in ends] == [(str(other), "stopped"), (str(RID), "failed")]
+    assert ends[1].fields["error"] == "ConnectionError: warehouse unreachable"
+    assert ends[1].fields["error_trace"] == "/u/job.py:4 in <module>: main()"
+    assert not w.measurement("spark_progress") and lst.open_run_ids == frozenset()
+
+
+def test_a_stopped_session_ends_its_open_runs_stopped():
+    w = MemoryWriter()
+    alive = [True]
+    lst = SparkMetricsListener("r1", w, poll_s=0.05, heartbeat_s=0.1, alive_fn=lambda: alive[0]).start()
+    lst.onQueryStarted(_started())
+    alive[0] = False
+    deadline = time.monotonic() + 10
+    while not any(p.fields.get("status") == "stopped" for p in w.measurement("runs")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    lst.stop()
+    runs = w.measurement("runs")
+    assert runs[-1].fields["status"] == "stopped" and runs[-1].time_ns == T0_NS and runs[-1].fields["end_ns"] > T0_NS

@@ -47,7 +47,9 @@ def test_points_carry_the_generic_fields_and_the_trigger():
     assert f["watermark_delay_ms"] == (r.ts_ns - r.watermark_ns) // 1_000_000 == 3444
     assert "trigger_ms" not in progress_point(r).fields and "overran" not in progress_point(r).fields
     (sp,) = source_points(r)
-    assert sp.tags == {"run": "win", "query": "win", "source": "0:RateStreamV2"} and sp.fields["input_rows"] == 200
+    ids = {"query_id": r.query_id, "run_id": r.run_id}
+    assert sp.tags == {"run": "win", "query": "win", "source": "0:RateStreamV2", **ids} and sp.fields["input_rows"] == 200
+    assert progress_point(r).tags == {"run": "win", "query": "win", **ids}
     (st,) = state_points(r)
     assert st.tags["operator"] == "0:stateStoreSave" and st.fields["memory_bytes"] == 2752
 
@@ -115,7 +117,8 @@ def test_listener_tags_each_query_with_its_run_and_asks_its_trigger_once():
     lst.stop()
     assert len(asked) == 1
     (run,) = w.measurement("runs")
-    assert run.tags == {"run": "win", "query": "win"} and run.fields["app_id"] == "local-1"
+    assert run.tags == {"run": "win", "query": "win", "run_id": str(p.runId)} and run.fields["app_id"] == "local-1"
+    assert run.fields["query_id"] == str(p.id)
     prog = w.measurement("spark_progress")
     assert [p.fields["overran"] for p in prog] == [0, 1] and all(p.fields["trigger_ms"] == 1000 for p in prog)
     assert len(w.measurement("spark_source")) == 2 and len(w.measurement("spark_state")) == 2
