@@ -56,6 +56,11 @@ def figure_query(rule: Rule, start_ns: int, end_ns: int) -> tuple[str, dict]:
 
 def read_figure(client: InfluxClient, rule: Rule, now_ns: int) -> float | None:
     """Return the rule's figure over its window ending at `now_ns` (base units), None without data."""
+    return read_figure_series(client, rule, now_ns)[0]
+
+
+def read_figure_series(client: InfluxClient, rule: Rule, now_ns: int) -> tuple[float | None, dict[str, str]]:
+    """Return the rule's figure over its window and the tags of the series that gave it (the worst)."""
     cond = rule.condition
     figure = FIGURES[cond.metric]
     level = EXECUTOR if EXECUTOR in figure.fields else level_of(figure, rule.source, rule.operator)
@@ -67,12 +72,13 @@ def read_figure(client: InfluxClient, rule: Rule, now_ns: int) -> float | None:
             column = s.columns[-1]
             key = tuple(sorted(s.tags.items()))
             counts.setdefault(key, {})[column] = sum(v[-1] for v in s.values if isinstance(v[-1], int))
-        shares = [c.get("met", 0) / c["batches"] for c in counts.values() if c.get("batches")]
-        return max(shares) if shares else None
+        shares = [(c.get("met", 0) / c["batches"], dict(k)) for k, c in counts.items() if c.get("batches")]
+        return max(shares, key=lambda x: x[0]) if shares else (None, {})
     scale = figure.fields[level][1]
     # a field written once with another type (a hand-made point) is skipped, not a failed cycle
-    values = [float(v[-1]) * scale for s in series for v in s.values
+    values = [(float(v[-1]) * scale, s.tags) for s in series for v in s.values
               if isinstance(v[-1], (int, float)) and not isinstance(v[-1], bool)]
     if not values:
-        return None
-    return max(values) if cond.op in (">", ">=") else min(values)
+        return None, {}
+    value, tags = (max if cond.op in (">", ">=") else min)(values, key=lambda x: x[0])
+    return value, dict(tags)

@@ -34,6 +34,7 @@ QUERY, SOURCE, OPERATOR, EXECUTOR, APPLICATION = "query", "source", "operator", 
 MOST = 0.5                      # a figure-to-figure rule breaches in more than half of the batches
 AGGREGATES = ("mean", "max", "min", "last", "sum")
 INCREASE = "increase"           # a cumulative counter's growth over the window (InfluxQL spread)
+AGE = "age"                     # time since the newest point, read at evaluation (alerts.run_query)
 
 #: level -> (measurement, tags that identify one series of it)
 LEVELS: Mapping[str, tuple[str, tuple[str, ...]]] = {
@@ -76,6 +77,9 @@ class Figure:
 
 FIGURES: Mapping[str, Figure] = {f.name: f for f in (
     Figure("batch_duration", DURATION, {QUERY: ("batch_ms", _MS)}, about="a micro-batch's duration"),
+    Figure("batch_age", DURATION, {QUERY: ("batch_ms", _MS)}, AGE,
+           about="time since the query's last batch ended (or its run started), growing while the query "
+                 "is dead, stuck or starved; none once its run finished or was stopped"),
     Figure("trigger", DURATION, {QUERY: ("trigger_ms", _MS)}, about="the query's trigger interval"),
     Figure("overrun_share", SHARE, {QUERY: ("overran", 1.0)}, about="share of batches longer than the trigger"),
     Figure("input_rate", RATE, {QUERY: ("input_rows_per_s", 1.0), SOURCE: ("input_rows_per_s", 1.0)},
@@ -113,6 +117,8 @@ def check_aggregate(name: str, figure: Figure) -> str:
     if figure.aggregate == INCREASE:
         raise ValueError(f"{figure.name} is cumulative: it is read as its increase over the window, "
                          "so write it without mean/max/p99")
+    if figure.aggregate == AGE:
+        raise ValueError(f"{figure.name} is read as it stands now, so write it without mean/max/p99")
     pm = _PERCENTILE.match(name)
     if pm and 50.0 <= float(pm[1]) <= 99.99:
         return name

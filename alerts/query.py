@@ -9,11 +9,19 @@
 - backlog and backpressure are the means of the `backpressure` measurement's `backlog`
   and `backpressured_share` (step `job`), the worst job when the rule names none;
 - a Spark query's generic figures (`rows_behind`, `batch_duration > trigger`, ...) are read
-  by `alerts.figure_query`, one request per evaluation.
+  by `alerts.figure_query`, one request per evaluation;
+- `batch_age` and `status = failed|lost` read each query as it stands now, not over the
+  window (`alerts.run_query`): a dead query writes nothing.
+
+`read` also names the series that gave the value (job, query, run id ...): what a
+notification says the alert is about.
 
 Every scope value is a bound parameter; nothing a user typed is spliced into InfluxQL.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
 
 from collector.histogram import LatencyHistogram
 from collector.influx import InfluxClient
@@ -22,11 +30,23 @@ from collector.query.ranges import format_time
 from collector.units import NS
 from collector.vocabulary import BACKPRESSURE as BACKPRESSURE_MEASUREMENT, LATENCY, STEP_JOB, TAG_RUN, TAG_STEP
 
-from alerts.figure_query import read_figure
-from alerts.rules import BACKLOG, BACKPRESSURE, FIGURE, LATENCY as KIND_LATENCY, THROUGHPUT, Rule
+from alerts.figure_query import read_figure_series
+from alerts.figures import AGE, FIGURES
+from alerts.rules import BACKLOG, BACKPRESSURE, FIGURE, LATENCY as KIND_LATENCY, STATUS, THROUGHPUT, Rule
+from alerts.run_query import read_queries, status_now
 
 SETTLE_S = 5.0
 _JOB_FIELDS = {BACKLOG: "backlog", BACKPRESSURE: "backpressured_share"}
+#: series tag -> the label a notification names it by
+_LABELS = {TAG_RUN: "job", "query": "query", "run_id": "run_id", "source": "source", "operator": "operator",
+           "app": "app", "executor": "executor"}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A rule's value now (None: no data) and the labels of the series it came from."""
+    value: float | None
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 class MetricReader:
@@ -52,10 +72,39 @@ class MetricReader:
 
     def value(self, rule: Rule, now_ns: int) -> float | None:
         """Return the metric of `rule` over its window ending at `now_ns` (base units)."""
+        return self.read(rule, now_ns).value
+
+    def read(self, rule: Rule, now_ns: int) -> Reading:
+        """Return the metric of `rule` at `now_ns` and the labels of the series that gave it."""
+        kind = rule.condition.kind
+        scope = {"job": rule.job} if rule.job else {}
+        if kind == STATUS or (kind == FIGURE and FIGURES[rule.condition.metric].aggregate == AGE):
+            return self._read_now(rule, now_ns)
+        if kind == FIGURE:
+            value, tags = read_figure_series(self.client, rule, now_ns)
+            return Reading(value, {**scope, **{_LABELS[k]: v for k, v in tags.items() if k in _LABELS and v}})
+        return Reading(self._value(rule, now_ns), scope)
+
+    def _read_now(self, rule: Rule, now_ns: int) -> Reading:
+        """Return `batch_age` (the oldest of the scope's live queries) or whether a newest run stands so."""
+        queries = read_queries(self.client, rule.job, rule.query, now_ns)
+        if rule.condition.kind == STATUS:
+            judged = [(q, status_now(q, now_ns)) for q in queries]
+            judged = [(q, st) for q, st in judged if st is not None]
+            if not judged:
+                return Reading(None, {})
+            hit = [q for q, st in judged if st in rule.condition.statuses]
+            q = hit[0] if hit else judged[0][0]
+            return Reading(1.0 if hit else 0.0, q.labels())
+        ages = [(age, q) for q in queries if (age := q.batch_age_ns(now_ns)) is not None]
+        if not ages:
+            return Reading(None, {})
+        age, q = max(ages, key=lambda x: x[0])
+        return Reading(float(age), q.labels())
+
+    def _value(self, rule: Rule, now_ns: int) -> float | None:
         kind = rule.condition.kind
         window_ns = int(rule.window_s * NS)
-        if kind == FIGURE:
-            return read_figure(self.client, rule, now_ns)
         if kind == KIND_LATENCY:
             where, params = self._where(rule, now_ns - window_ns, now_ns, True)
             hist = LatencyHistogram()

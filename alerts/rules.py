@@ -24,9 +24,11 @@ from urllib.parse import urlsplit
 
 from collector.bins import format_ns
 from collector.names import check_name, check_tag_value
+from collector.run_status import STATUS_FAILED, STATUS_FINISHED, STATUS_LOST, STATUS_STOPPED
 from collector.vocabulary import STEP_E2E
 
-from alerts.figures import EXECUTOR, FIGURE_NAMES, FIGURES, MOST, check_aggregate, format_value, level_of, \
+from alerts.evaluate import NODATA_KEEP, NODATA_POLICIES
+from alerts.figures import AGE, EXECUTOR, FIGURE_NAMES, FIGURES, MOST, check_aggregate, format_value, level_of, \
     parse_threshold
 
 LATENCY, THROUGHPUT, BACKLOG, BACKPRESSURE = "latency", "throughput", "backlog", "backpressure"
@@ -36,6 +38,9 @@ DEFAULT_WINDOW_S = 60.0
 MIN_WINDOW_S, MAX_WINDOW_S = 1.0, 86400.0
 MAX_FOR_S = 86400.0
 MAX_URL_CHARS = 2000
+DEFAULT_SEVERITY = "warning"
+SEVERITY_HELP = "critical, warning (default), info, or a name of your routing's (letters, digits and _ . : @ + -)"
+MAX_SEVERITY_CHARS = 32
 
 OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 _LATENCY_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9, "min": 60e9, "h": 3600e9}
@@ -51,7 +56,11 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 CONDITION_HELP = ("a condition like 'p99 > 5ms' (p50..p99.99 with ns/us/ms/s), 'throughput < 10k/s', "
                   "'backlog > 1M' or 'backpressure > 50%'; for a Spark query's figures "
                   "'batch_duration > trigger', 'rows_behind > 1M', 'input_rate > processing_rate', "
-                  "'max(batch_duration) > 30s' (figures: " + FIGURE_NAMES + ")")
+                  "'max(batch_duration) > 30s', 'batch_age > 20s' (figures: " + FIGURE_NAMES + "); "
+                  "for how a query's newest run ended 'status = failed', 'status = lost' or 'status = failed|lost'")
+STATUS = "status"                # how a query's newest run stands (collector.run_status)
+ALERTED_STATUSES = (STATUS_FAILED, STATUS_LOST, STATUS_STOPPED, STATUS_FINISHED)
+_STATUS = re.compile(r"^\s*status\s*(?:=|==)\s*(?P<set>[a-z]+(?:\s*\|\s*[a-z]+)*)\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -68,10 +77,13 @@ class Condition:
     text: str                    # normalised as the user wrote it, e.g. "p99 > 5ms"
     aggregate: str | None = None
     against: str | None = None
+    statuses: tuple[str, ...] = ()      # a STATUS condition's run statuses
 
     @property
     def kind(self) -> str:
-        """Return LATENCY, THROUGHPUT, BACKLOG, BACKPRESSURE or FIGURE."""
+        """Return LATENCY, THROUGHPUT, BACKLOG, BACKPRESSURE, FIGURE or STATUS."""
+        if self.metric == STATUS:
+            return STATUS
         if self.metric in FIGURES:
             return FIGURE
         return LATENCY if self.metric.startswith("p") else self.metric
@@ -83,7 +95,7 @@ class Condition:
 
     def breached(self, value: float | None) -> bool:
         """Return whether a measured value meets the condition; no data never does (as Prometheus)."""
-        if self.against is not None:
+        if self.against is not None or self.kind == STATUS:
             return value is not None and value > MOST
         return value is not None and OPS[self.op](value, self.threshold)
 
@@ -91,6 +103,8 @@ class Condition:
         """Return a measured value in the condition's terms ("4.2 ms", "12,345 events/s")."""
         if value is None:
             return "no data"
+        if self.kind == STATUS:
+            return "|".join(self.statuses) if value > MOST else "not " + "|".join(self.statuses)
         if self.against is not None:
             return f"{100 * value:.0f} % of batches"
         if self.kind == FIGURE:
@@ -113,6 +127,9 @@ def parse_condition(text: str) -> Condition:
         raise ValueError(f"condition is empty: expected {CONDITION_HELP}")
     if len(text) > 100:
         raise ValueError("condition is longer than 100 characters")
+    st = _STATUS.match(text)
+    if st or text.strip().lower().startswith("status"):
+        return _parse_status_condition(text, st)
     g = _GENERIC.match(text)
     if g and (g["agg"] or g["other"] or "_" in g["fig"] or g["fig"].lower() in FIGURES):
         return _parse_figure_condition(g)
@@ -158,6 +175,19 @@ def parse_condition(text: str) -> Condition:
     return Condition(metric, op, threshold, f"{metric} {op} {m['num']}{unit}")
 
 
+def _parse_status_condition(text: str, m: re.Match | None) -> Condition:
+    """Parse `status = failed|lost`: breached while a query's newest run stands so (value 1, else 0)."""
+    wanted = ", ".join(ALERTED_STATUSES)
+    if m is None:
+        raise ValueError(f"condition {text.strip()[:60]!r} is not understood: write status = failed, "
+                         f"status = lost or status = failed|lost (statuses: {wanted})")
+    statuses = tuple(dict.fromkeys(x.strip().lower() for x in m["set"].split("|")))
+    unknown = [x for x in statuses if x not in ALERTED_STATUSES]
+    if unknown:
+        raise ValueError(f"status {unknown[0]!r} is unknown: use {wanted}, several joined by |")
+    return Condition(STATUS, "=", MOST, f"status = {'|'.join(statuses)}", statuses=statuses)
+
+
 def _parse_figure_condition(g: re.Match) -> Condition:
     """Parse `[agg(]figure[)] op threshold` or `figure op figure` (alerts.figures)."""
     name, op = (g["inner"] or g["fig"]).lower(), g["op"]
@@ -176,6 +206,9 @@ def _parse_figure_condition(g: re.Match) -> Condition:
                              f"so write them without an aggregate ({name} {op} {other})")
         if other == name:
             raise ValueError(f"{name} {op} {other} compares a figure with itself")
+        if AGE in (figure.aggregate, FIGURES[other].aggregate):
+            raise ValueError(f"{name} {op} {other}: batch_age is read as it stands now, not batch by batch: "
+                             "compare it with a threshold (batch_age > 20s)")
         if FIGURES[other].unit != figure.unit:
             raise ValueError(f"{name} {op} {other} compares a {figure.unit} with a {FIGURES[other].unit}: "
                              "compare figures of the same unit")
@@ -212,23 +245,31 @@ def format_duration(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
-def check_webhook(url: str) -> str:
-    """Return a webhook URL if it is http(s)://host...; raise ValueError otherwise."""
+def check_webhook(url: str, what: str = "webhook URL") -> str:
+    """Return a webhook URL (or the `what` URL) if it is http(s)://host...; raise ValueError otherwise."""
     url = url.strip() if isinstance(url, str) else url
     if not isinstance(url, str) or not url:
-        raise ValueError("webhook URL is empty")
+        raise ValueError(f"{what} is empty")
     if len(url) > MAX_URL_CHARS or any(ch.isspace() or ord(ch) < 32 for ch in url):
-        raise ValueError(f"webhook URL must be at most {MAX_URL_CHARS} characters without spaces")
+        raise ValueError(f"{what} must be at most {MAX_URL_CHARS} characters without spaces")
     try:
         parts = urlsplit(url)
         parts.port                                       # noqa: B018 - raises on a bad port
     except ValueError as e:
-        raise ValueError(f"webhook URL is malformed: {e}") from None
+        raise ValueError(f"{what} is malformed: {e}") from None
     if parts.scheme.lower() not in ("http", "https"):
-        raise ValueError(f"webhook URL must start with http:// or https:// (got {parts.scheme or 'no'} scheme)")
+        raise ValueError(f"{what} must start with http:// or https:// (got {parts.scheme or 'no'} scheme)")
     if not parts.hostname:
-        raise ValueError("webhook URL has no host")
+        raise ValueError(f"{what} has no host")
     return url
+
+
+def check_severity(value: Any) -> str:
+    """Return a severity (a label Alertmanager routes on) if it is a short safe name; raise ValueError."""
+    severity = check_name(value, "severity")
+    if len(severity) > MAX_SEVERITY_CHARS:
+        raise ValueError(f"severity is {len(severity)} characters long; at most {MAX_SEVERITY_CHARS} are allowed")
+    return severity
 
 
 def redact_url(url: str | None) -> str:
@@ -272,9 +313,11 @@ class Rule:
     operator: str | None = None
     app: str | None = None
     executor: str | None = None
+    nodata: str = NODATA_KEEP
+    severity: str = DEFAULT_SEVERITY
 
     KEYS = ("name", "condition", "job", "pipeline", "step", "worker", "query", "source", "operator", "app",
-            "executor", "window", "for", "webhook", "muted")
+            "executor", "window", "for", "webhook", "muted", "nodata", "severity")
     FIGURE_SCOPE = ("query", "source", "operator", "app", "executor")
 
     @classmethod
@@ -296,6 +339,14 @@ class Rule:
             scope = {k: _optional(d.get(k)) for k in cls.FIGURE_SCOPE}
             if cond.kind == FIGURE:
                 scope = _figure_scope(cond, step, pipeline, worker, job, scope)
+                step = None
+            elif cond.kind == STATUS:
+                given = {"step": step, "pipeline": pipeline, "worker": worker, **scope}
+                named = [k for k, v in given.items() if v is not None and k != "query"]
+                if named:
+                    raise ValueError(f"status is how a query's run ended: scope it with job and query, "
+                                     f"not {', '.join(named)}")
+                scope["query"] = None if scope["query"] is None else check_tag_value(scope["query"], "query")
                 step = None
             elif any(v is not None for v in scope.values()):
                 given = ", ".join(k for k, v in scope.items() if v is not None)
@@ -320,9 +371,15 @@ class Rule:
             muted = d.get("muted", False)
             if not isinstance(muted, bool):
                 raise ValueError("muted must be true or false")
+            nodata = _optional(d.get("nodata")) or NODATA_KEEP
+            if nodata not in NODATA_POLICIES:
+                raise ValueError(f"nodata {str(nodata)[:20]!r} is unknown: use {', '.join(NODATA_POLICIES)} "
+                                 "(what a rule does while its scope reports nothing)")
+            severity = check_severity(_optional(d.get("severity")) or DEFAULT_SEVERITY)
         except ValueError as e:
             raise ValueError(f"{label}: {e}") from None
-        return cls(name, cond, step, pipeline, worker, job, window, hold, webhook, muted, **scope)
+        return cls(name, cond, step, pipeline, worker, job, window, hold, webhook, muted, **scope, nodata=nodata,
+                   severity=severity)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the rule as the rules file and YAML hold it (durations as text)."""
@@ -335,6 +392,10 @@ class Rule:
         if self.webhook:
             d["webhook"] = self.webhook
         d["muted"] = self.muted
+        if self.nodata != NODATA_KEEP:
+            d["nodata"] = self.nodata
+        if self.severity != DEFAULT_SEVERITY:
+            d["severity"] = self.severity
         return d
 
     def with_muted(self, muted: bool) -> "Rule":

@@ -31,6 +31,7 @@ SPARK_EXECUTORS = "spark_executors"         # the application's executors: activ
 SPARK_TASK_FAILURES = "spark_task_failures"  # failed task attempts per micro-batch (the driver's poll)
 ALERT_EVENTS = "alert_events"               # alert rules' state changes
 ALERT_NOTIFICATIONS = "alert_notifications"  # webhook attempts
+ALERT_LEASE = "alert_lease"                 # evaluators' heartbeats: which one evaluates a namespace
 BENCH_RUN = "bench_run"                     # a performance-test run's summary
 BENCH_STEP = "bench_step"                   # its steps' merged histograms
 BENCH_PROGRESS = "bench_progress"           # its events processed and ingested, per second
@@ -38,7 +39,7 @@ PROCESS = "process"                         # its processes' CPU and memory, per
 JOB_RESCALE = "job_rescale"                 # a job's checkpoint re-partitioned to another shard count
 MEASUREMENTS = (LATENCY, LATENCY_UNCOUNTED, INGRESS, INGRESS_BAD, BACKPRESSURE, RUNS, SPARK_PROGRESS,
                 SPARK_SOURCE, SPARK_STATE, SPARK_EXECUTOR, SPARK_EXECUTORS, SPARK_TASK_FAILURES, ALERT_EVENTS,
-                ALERT_NOTIFICATIONS, BENCH_RUN, BENCH_STEP, BENCH_PROGRESS, PROCESS, JOB_RESCALE)
+                ALERT_NOTIFICATIONS, ALERT_LEASE, BENCH_RUN, BENCH_STEP, BENCH_PROGRESS, PROCESS, JOB_RESCALE)
 
 # -- tags ------------------------------------------------------------------------------------
 TAG_RUN = "run"
