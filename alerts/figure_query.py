@@ -9,6 +9,10 @@
   batches that have both fields and those that meet the comparison; the value is the
   highest share (`alerts.figures.MOST` decides the breach).
 
+A run's start-up batch (its first: query planning and a cold JVM, often several triggers
+long; tagged `phase=startup` by the listener) is left out of the batch-timing figures
+(`Figure.steady`), so a restart never trips `batch_duration > trigger`.
+
 Measurement, field and aggregate names come from `alerts.figures` (never from the user);
 every scope value the user typed is a `$parameter`.
 """
@@ -17,7 +21,8 @@ from __future__ import annotations
 from collector.influx import InfluxClient
 from collector.query.ranges import format_time
 from collector.units import NS
-from collector.vocabulary import TAG_APP, TAG_EXECUTOR, TAG_OPERATOR, TAG_QUERY, TAG_RUN, TAG_SOURCE
+from collector.vocabulary import (PHASE_STARTUP, SPARK_PROGRESS, TAG_APP, TAG_EXECUTOR, TAG_OPERATOR, TAG_PHASE,
+                                  TAG_QUERY, TAG_RUN, TAG_SOURCE)
 
 from alerts.figures import EXECUTOR, FIGURES, LEVELS, influx_aggregate, level_of
 from alerts.rules import Rule
@@ -40,6 +45,8 @@ def figure_query(rule: Rule, start_ns: int, end_ns: int) -> tuple[str, dict]:
         if value is not None:
             clauses.append(f'"{tag}" = ${tag}')
             params[tag] = value
+    if measurement == SPARK_PROGRESS and (figure.steady or (cond.against and FIGURES[cond.against].steady)):
+        clauses.append(f'"{TAG_PHASE}" != \'{PHASE_STARTUP}\'')      # a run's start-up batch trips no rule
     where = " AND ".join(clauses)
     group = ", ".join(f'"{t}"' for t in tags)
     field = figure.fields[level][0]

@@ -68,6 +68,7 @@ class Figure:
     fields: Mapping[str, tuple[str, float]]       # level -> (field, scale to base units)
     aggregate: str = "mean"
     about: str = ""
+    steady: bool = False            # read without each run's start-up batch (planning, a cold JVM)
 
     @property
     def levels(self) -> tuple[str, ...]:
@@ -76,16 +77,17 @@ class Figure:
 
 
 FIGURES: Mapping[str, Figure] = {f.name: f for f in (
-    Figure("batch_duration", DURATION, {QUERY: ("batch_ms", _MS)}, about="a micro-batch's duration"),
+    Figure("batch_duration", DURATION, {QUERY: ("batch_ms", _MS)}, about="a micro-batch's duration", steady=True),
     Figure("batch_age", DURATION, {QUERY: ("batch_ms", _MS)}, AGE,
            about="time since the query's last batch ended (or its run started), growing while the query "
                  "is dead, stuck or starved; none once its run finished or was stopped"),
     Figure("trigger", DURATION, {QUERY: ("trigger_ms", _MS)}, about="the query's trigger interval"),
-    Figure("overrun_share", SHARE, {QUERY: ("overran", 1.0)}, about="share of batches longer than the trigger"),
+    Figure("overrun_share", SHARE, {QUERY: ("overran", 1.0)}, about="share of batches longer than the trigger",
+           steady=True),
     Figure("input_rate", RATE, {QUERY: ("input_rows_per_s", 1.0), SOURCE: ("input_rows_per_s", 1.0)},
            about="rows/s arriving (Spark's inputRowsPerSecond)"),
     Figure("processing_rate", RATE, {QUERY: ("processed_rows_per_s", 1.0), SOURCE: ("processed_rows_per_s", 1.0)},
-           about="rows/s processed (Spark's processedRowsPerSecond)"),
+           about="rows/s processed (Spark's processedRowsPerSecond)", steady=True),
     Figure("input_rows", ROWS, {QUERY: ("input_rows", 1.0), SOURCE: ("input_rows", 1.0)}, "sum",
            about="rows read"),
     Figure("rows_behind", ROWS, {QUERY: ("rows_behind", 1.0), SOURCE: ("rows_behind", 1.0)},

@@ -24,10 +24,9 @@ from collector.influx import InfluxClient
 from collector.query.ranges import format_time
 from collector.run_status import (FIELD_LAST_SEEN_NS, FIELD_STATUS, STATUS_FINISHED, STATUS_STOPPED, run_status)
 from collector.units import NS
-from collector.vocabulary import RUNS, SPARK_PROGRESS, TAG_QUERY, TAG_RUN
+from collector.vocabulary import RUNS, SPARK_PROGRESS, TAG_QUERY, TAG_RUN, TAG_RUN_ID
 
 LOOKBACK_S = 7 * 86400.0          # the raw policy's retention: nothing older is there to read
-TAG_RUN_ID = "run_id"
 _SCOPE = ((TAG_RUN, "job"), (TAG_QUERY, "query"))
 
 

@@ -142,6 +142,19 @@ def test_a_status_rule_fires_on_a_failed_run_and_resolves_when_the_query_runs_ag
     assert ev.states["r"].state == RESOLVED
 
 
+def test_a_runs_start_up_batch_trips_no_batch_rule(influx_client):
+    now = time.time_ns()
+    start = Point("spark_progress", {"run": "job", "query": "job", "phase": "startup"},
+                  {"batch_id": 0, "batch_ms": 5600, "trigger_ms": 1000, "overran": 1}, now - 10 * NS)
+    influx_client.write([start] + [_batch("job", now - (9 - i) * NS, batch_ms=300) for i in range(3)])
+    read = lambda cond: MetricReader(influx_client).value(_rule(condition=cond, job="job"), now)  # noqa: E731
+    assert read("batch_duration > trigger") == 0.0                      # 0 of 3 steady batches overran
+    assert read("max(batch_duration) > 5s") == pytest.approx(300e6)
+    assert read("overrun_share > 10%") == 0.0
+    influx_client.write([_batch("job", now - 5 * NS, batch_ms=4000)])  # a slow batch later in the run counts
+    assert read("max(batch_duration) > 5s") == pytest.approx(4000e6)
+
+
 def test_conditions_name_the_figures_and_statuses():
     assert parse_condition("batch_age > 20s").threshold == 20 * NS
     assert parse_condition("status = failed|lost").statuses == ("failed", "lost")
