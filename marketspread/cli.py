@@ -155,6 +155,7 @@ def _cmd_bench(args) -> int:
 _TOOLS = (("influxdb", "run the project's own InfluxDB server (start|stop|status|init)"),
           ("ui", "serve the metrics dashboard (reads MS_INFLUX_URL, MS_INFLUX_DB)"),
           ("alerts", "SLA alert rules: list|add|rm|load|mute|unmute|serve"),
+          ("alertmanager", "run a Prometheus Alertmanager beside the dashboard (start|stop|status)"),
           ("generate", "generate synthetic NBBO and order files"),
           ("send", "send fixish files to an ingress port at a rate"),
           ("receive", "receive result frames on a port"),
@@ -172,6 +173,9 @@ def _tool_module(name: str):
     if name == "alerts":
         from alerts import cli  # lazy: a command's own package
         return cli
+    if name == "alertmanager":
+        from alerts import alertmanager_server  # lazy: a command's own module
+        return alertmanager_server
     if name == "watch":
         from marketspread import watch  # lazy: a command's own module
         return watch

@@ -26,6 +26,7 @@ ENTRY_POINTS: dict[str | tuple[str, str], str] = {
     "marketspread/cli.py": "the `marketspread` commands: each builds its Config, InfluxConfig, AlertSettings once",
     "alerts/cli.py": "the `alerts` commands: `run` builds the settings, carried in args",
     ("collector/influx/server.py", "run"): "the `influxdb` command",
+    ("alerts/alertmanager_server.py", "run"): "the `alertmanager` command",
     ("metrics_ui/app.py", "add_arguments"): "the `ui` command's flag defaults (MS_UI_HOST, MS_UI_PORT)",
     ("metrics_ui/app.py", "run"): "the `ui` command: UiConfig, kept on the Flask app",
     ("metrics_ui/app.py", "create_app"): "the app factory given no UiConfig (a WSGI server's import)",
