@@ -18,7 +18,8 @@ it works with Spark's UI off) and writes:
   call per poll.
 
 Like the listener, the watch never fails the job: a poll that raises is logged (once per
-kind of error) and the next one runs.
+kind of error) and the next one runs. A stopped SparkContext ends the watch quietly: its
+status store is gone with it, and a job's normal `spark.stop()` is nothing to warn of.
 
 >>> watch = ExecutorWatch(spark.sparkContext, "run-1", writer).start()
 >>> ...
@@ -175,12 +176,22 @@ class ExecutorWatch:
         while not self._stop.wait(self.every_s):
             self._tick()
 
+    def _stopped(self) -> bool:
+        """Whether the SparkContext was stopped (PySpark drops its Java context then)."""
+        return getattr(self.sc, "_jsc", None) is None
+
     def _tick(self) -> None:
+        if self._stopped():
+            self._stop.set()
+            return
         try:
             points = self.poll()
             self.polls += 1
             self.writer.add(points)
         except Exception as e:                  # never the job's failure; said once per kind
+            if self._stopped():                 # stopped during the poll
+                self._stop.set()
+                return
             self.failures += 1
             kind = type(e).__name__
             if kind not in self._errors_logged:

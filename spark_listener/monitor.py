@@ -14,9 +14,14 @@ CPU, tasks, shuffle) into the `spark_executor` measurement. Everything goes thro
 never-blocking writer to `MS_INFLUX_URL` (the settings layer, docs/METRICS.md); nothing
 the monitor does can fail the user's job: a failure is counted and logged once.
 `marketspread watch -- job.py` does the same for a script that never imports this.
+
+No run is left `running` for ever: when the monitor stops (`stop()`, the context manager,
+the session's `stop()`, the interpreter's exit) every run it saw start and not end gets
+its end, stopped, or failed with the reason `stop(failure)` is given.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -35,6 +40,7 @@ from collector.task_spool import SpoolBatch, collect_batch_figures, collect_unba
 from collector.vocabulary import LATENCY_UNCOUNTED, TAG_PIPELINE, TAG_RUN, TAG_STEP
 
 from spark_listener.executors import ExecutorWatch
+from spark_listener.failure import FailureReason
 from spark_listener.latency import declared_steps
 from spark_listener.listener import SparkMetricsListener
 from spark_listener.records import BatchProgress
@@ -43,6 +49,8 @@ log = logging.getLogger(__name__)
 
 GRAPHITE_PORT_KEY = "spark.metrics.conf.*.sink.graphite.port"
 GRAPHITE_HOST_KEY = "spark.metrics.conf.*.sink.graphite.host"
+#: How long `stop()` waits for the termination events of queries that ended before it (Spark posts them async).
+TERMINATION_WAIT_S = 3.0
 #: Batch folders of task samples older than this, never reported done (a failed query), are removed.
 SPOOL_SWEEP_S = 3600.0
 #: The pipeline tag of samples recorded by tasks outside any streaming query (a batch job).
@@ -107,6 +115,8 @@ class SparkMonitor:
         self._executors: ExecutorWatch | None = None   # the application's executors, lost ones too
         self._aggregators: dict[tuple[str, str], IntervalAggregator] = {}   # (run, query) -> intervals
         self._lock = threading.Lock()
+        self._triggers: dict[str, tuple[str | None, int | None]] = {}   # query id -> (trigger class, ms)
+        self._context_stop = None                         # the SparkContext's own stop, while wrapped
         self.unreadable = 0                               # task sample files or lines skipped
 
     # -- lifecycle
@@ -136,24 +146,64 @@ class SparkMonitor:
                 log.info("monitor: removed %d batch folders of task samples never reported done", removed)
         except OSError as e:
             log.warning("monitor: could not sweep %s: %s", self.spool_dir, e)
+        sc = self.spark.sparkContext
         self._listener = SparkMetricsListener(self._run_tag, self._writer, query_info_fn=self._query_info,
-                                              batch_hook=self._batch_points, query_status=True).start()
+                                              batch_hook=self._batch_points, query_status=True,
+                                              trigger_fn=self._trigger_kind, alive_fn=lambda: _alive(sc)).start()
         self.spark.streams.addListener(self._listener)
-        self._executors = ExecutorWatch(self.spark.sparkContext, self.run, self._writer).start()
+        self._executors = ExecutorWatch(sc, self.run, self._writer).start()
+        self._stop_with_context(sc)
+        atexit.register(self.stop)
         return self
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Convert what is queued, write the last intervals, stop the relay and close the writer."""
+    def _stop_with_context(self, sc) -> None:
+        """Stop the monitor first when its SparkContext stops (`spark.stop()` calls `sc.stop()`).
+
+        A stopped session sends no termination events and its status store is gone, so the
+        monitor ends its open runs and takes its last figures while the context still runs.
+        Wrapped on this SparkContext object alone; `stop()` puts its own method back.
+        """
+        original = sc.stop
+
+        def stop(*args, **kwargs):
+            try:
+                self.stop()
+            except Exception:
+                log.exception("monitor: stopping with the session failed")
+            return original(*args, **kwargs)
+
+        try:
+            sc.stop = stop
+            self._context_stop = original
+        except (AttributeError, TypeError):
+            pass
+
+    def stop(self, timeout: float = 10.0, failure: FailureReason | None = None) -> None:
+        """End the runs still open, convert what is queued, write the last intervals, stop the relay, close the writer.
+
+        `failure`: the reason the job itself failed (the script's exception): its open runs
+        end failed with it; without it they end stopped.
+        """
+        atexit.unregister(self.stop)
+        sc = self.spark.sparkContext if self.spark is not None else None
+        if self._context_stop is not None:
+            try:
+                del sc.stop                 # the context's own method again
+            except AttributeError:
+                pass
+            self._context_stop = None
         executors, self._executors = self._executors, None
         if executors is not None:
             executors.stop()
         listener, self._listener = self._listener, None
         if listener is not None:
-            listener.flush(timeout)
+            self._await_terminations(listener, timeout)
             try:
                 self.spark.streams.removeListener(listener)
             except Exception:               # the session was stopped first: its listeners went with it
                 pass
+            listener.end_open_runs(failure)
+            listener.flush(timeout)
             listener.stop(timeout)
         points = self._unbatched_points(final=True)
         with self._lock:
@@ -181,10 +231,32 @@ class SparkMonitor:
         """The session's listener (its `dropped` and `failures` counters), while started."""
         return self._listener
 
-    # -- what the listener asks, from its consumer thread
+    def _await_terminations(self, listener: SparkMetricsListener, timeout: float) -> None:
+        """Wait briefly for the termination events of queries that ended but whose event is still on its way.
+
+        A script that raises from `awaitTermination()` gets here before Spark's listener
+        bus delivered the query's own end, which has the better reason.
+        """
+        deadline = time.monotonic() + min(timeout, TERMINATION_WAIT_S)
+        while listener.open_run_ids and time.monotonic() < deadline:
+            try:
+                active = {str(q.runId) for q in self.spark.streams.active}
+            except Exception:               # the session is gone: no event will come
+                return
+            if listener.open_run_ids <= active:
+                return
+            time.sleep(0.05)
+        listener.flush(max(0.0, deadline - time.monotonic()))
+
+    # -- what the listener asks
 
     def _run_tag(self, name: str | None, query_id: str) -> str:
         return to_name(name, self.run) if name else self.run
+
+    def _trigger_kind(self, query_id: str) -> str | None:
+        """Return the query's trigger class (from its start callback, where the query is registered)."""
+        self._triggers[query_id] = trigger = _query_trigger(self.spark, query_id)
+        return trigger[0]
 
     def _query_info(self, query_id: str) -> tuple[int | None, dict]:
         """Return the query's processing-time trigger (ms) and the `runs` fields of this session."""
@@ -192,7 +264,8 @@ class SparkMonitor:
         steps = declared_steps()
         if steps:
             fields["steps"] = json.dumps(steps)
-        return _trigger_ms(self.spark, query_id), fields
+        known = self._triggers.get(query_id)
+        return (known[1] if known is not None else _query_trigger(self.spark, query_id)[1]), fields
 
     def _batch_points(self, rec: BatchProgress) -> list[Point]:
         """Ship the latency samples the tasks of a reported (committed) batch recorded.
@@ -240,6 +313,9 @@ class SparkMonitor:
         conf = self.spark.sparkContext.getConf()
         port, host = conf.get(GRAPHITE_PORT_KEY, None), conf.get(GRAPHITE_HOST_KEY, "127.0.0.1")
         if not port:
+            log.info("monitor: no executor heap, GC or CPU figures: Spark starts its metrics sink with the "
+                     "SparkContext; build the session with SparkSession.builder.config("
+                     "map=executor_metrics_conf()) (from spark_listener) to get them")
             return
         with _early_lock:
             early = _early_relays.pop(int(port), None)
@@ -253,19 +329,29 @@ class SparkMonitor:
                         host, port, e)
 
 
-def _trigger_ms(spark, query_id: str) -> int | None:
-    """Return a query's processing-time trigger interval in ms; None for none (back to back) or unknown."""
+def _alive(sc) -> bool:
+    """Whether a SparkContext still runs (PySpark drops its Java context on `stop()`)."""
+    return getattr(sc, "_jsc", None) is not None
+
+
+def _query_trigger(spark, query_id: str) -> tuple[str | None, int | None]:
+    """Return a query's trigger class (`ProcessingTimeTrigger`, `AvailableNowTrigger$`, ...) and interval ms.
+
+    The interval is None for no processing-time trigger or a zero one (back to back);
+    both are None when unknown (the query is gone, Spark Connect, another version).
+    """
     try:
         q = spark.streams.get(query_id)
         if q is None:
-            return None
+            return None, None
         trigger = q._jsq.streamingQuery().trigger()
-        if trigger.getClass().getSimpleName() != "ProcessingTimeTrigger":
-            return None
+        kind = str(trigger.getClass().getSimpleName())
+        if kind != "ProcessingTimeTrigger":
+            return kind, None
         ms = int(trigger.intervalMs())
-        return ms if ms > 0 else None
+        return kind, (ms if ms > 0 else None)
     except Exception:                   # a query of Spark Connect or of a version without these
-        return None
+        return None, None
 
 
 def close_unused_relays(timeout: float = 5.0) -> None:

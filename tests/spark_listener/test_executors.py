@@ -40,13 +40,26 @@ def test_a_poll_on_a_local_session_writes_the_roster_and_never_raises(spark):
     assert points[0].tags == {"run": "run-x", "app": spark.sparkContext.applicationId}
     assert points[0].fields["lost"] == 0 and points[0].fields["last_lost"] == ""
 
-    class Broken:                               # a context whose JVM is gone: the poll fails, the watch goes on
+    class Broken:                               # a context whose gateway fails: the poll fails, the watch goes on
         applicationId = "app-1"
-        _jsc = None
+        _jsc = object()
     broken = ExecutorWatch(Broken(), "run-x", writer, every_s=0.01).start()
     broken.stop()
     assert broken.failures >= 1 and broken.polls == 0
     assert SPARK_TASK_FAILURES not in {p.measurement for p in writer.points}
+
+
+def test_a_stopped_context_ends_the_watch_quietly(caplog):
+    class Stopped:                              # what PySpark leaves of a context after `spark.stop()`
+        applicationId = "app-1"
+        _jsc = None
+    writer = MemoryWriter()
+    with caplog.at_level("WARNING", logger="spark_listener.executors"):
+        watch = ExecutorWatch(Stopped(), "run-x", writer, every_s=0.01).start()
+        watch._thread.join(5)
+        assert not watch._thread.is_alive()     # ended by itself
+        watch.stop()
+    assert watch.failures == 0 and not caplog.records and not writer.points
 
 
 def test_executors_lost_is_a_count_read_as_its_increase():

@@ -37,11 +37,11 @@ def test_every_query_of_the_session_gets_its_figures(spark, tmp_path):
         unnamed.stop()
         mon.listener.wait_terminated(10)
         time.sleep(0.5)
-    runs = {p.tags["run"]: p for p in w.measurement("runs") if p.fields["status"] == "finished"}
+    runs = {p.tags["run"]: p for p in w.measurement("runs") if p.fields.get("status") == "stopped"}
     assert set(runs) == {"orders_enrichment", "api-run"}          # the query's name, else monitor's run
     assert runs["orders_enrichment"].tags["query"] == "orders enrichment"
     assert runs["api-run"].tags["query"] == str(unnamed.id)
-    starts = {p.tags["run"]: p.fields for p in w.measurement("runs") if p.fields["status"] == "running"}
+    starts = {p.tags["run"]: p.fields for p in w.measurement("runs") if p.fields.get("status") == "running"}
     assert starts["orders_enrichment"]["app_id"] == spark.sparkContext.applicationId
     assert starts["orders_enrichment"]["trigger_ms"] == 500 and starts["api-run"]["trigger_ms"] == 1000
     progress = [p for p in w.measurement("spark_progress") if p.tags["run"] == "orders_enrichment"]
@@ -103,3 +103,52 @@ def test_a_batch_jobs_step_samples_ship_under_its_own_run(spark, tmp_path):
     assert {p.tags["run"] for p in points} == {spark.sparkContext.applicationId}   # the tasks' own run
     assert sum(p.fields["count"] for p in points) == 120                      # every row, once
     assert not any((spool / "_unbatched").iterdir())
+
+
+@pytest.mark.slow                 # three streaming queries on the shared session, ~20 s
+def test_every_end_of_a_run_is_recorded(spark, tmp_path):
+    """An availableNow query that ran out of input finished; a query whose foreachBatch raised
+    failed with its reason; a query still running when the monitor stops is stopped."""
+    def fails(df, batch_id):
+        if batch_id >= 1:
+            raise RuntimeError(f"bad batch {batch_id}: the upstream table is gone")
+
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    (inbox / "a.txt").write_text("x\ny\n")
+    w = MemoryWriter()
+    with monitor(spark, run="ends", writer=w, spool_dir=tmp_path / "spool") as mon:
+        once = (spark.readStream.text(str(inbox)).writeStream.queryName("drain").format("noop")
+                .option("checkpointLocation", str(tmp_path / "ck-drain")).trigger(availableNow=True).start())
+        once.awaitTermination(60)
+        failing = (spark.readStream.format("rate").option("rowsPerSecond", 10).load().writeStream
+                   .queryName("failing").foreachBatch(fails).trigger(processingTime="200 milliseconds")
+                   .option("checkpointLocation", str(tmp_path / "ck-failing")).start())
+        with pytest.raises(Exception):
+            failing.awaitTermination(60)
+        running = _rate_query(spark, "left running", tmp_path)
+        _wait_batches(running, 1)
+        assert len(mon.listener.open_run_ids) == 1
+    running.stop()
+    rows = {}
+    for p in w.measurement("runs"):
+        rows.setdefault((p.tags["query"], p.tags["run_id"]), {}).update(p.fields)
+    ends = {q: f for (q, _), f in rows.items()}
+    assert {q: f["status"] for q, f in ends.items()} == {"drain": "finished", "failing": "failed",
+                                                        "left running": "stopped"}
+    f = ends["failing"]
+    assert f["error"] == "RuntimeError: bad batch 1: the upstream table is gone"
+    assert f["error_class"] == "RuntimeError" and "test_monitor.py:" in f["error_trace"]
+    assert all(f["end_ns"] >= f["start_ns"] and f["last_seen_ns"] >= f["start_ns"] for f in ends.values())
+    assert {(p.tags["query"], p.tags["run_id"]) for p in w.measurement("spark_progress")} <= set(rows)
+    assert all(p.tags["query_id"] == str(running.id) for p in w.measurement("spark_progress")
+               if p.tags["query"] == "left running")
+
+
+def test_a_session_built_without_the_metrics_sink_says_once_how_to_get_executor_figures(spark, tmp_path, caplog):
+    assert not spark.sparkContext.getConf().get("spark.metrics.conf.*.sink.graphite.port", None)
+    with caplog.at_level("INFO", logger="spark_listener.monitor"):
+        with monitor(spark, run="no-sink", writer=MemoryWriter(), spool_dir=tmp_path / "spool"):
+            pass
+    said = [r.getMessage() for r in caplog.records if "executor_metrics_conf()" in r.getMessage()]
+    assert len(said) == 1 and "SparkSession.builder.config(map=executor_metrics_conf())" in said[0]
