@@ -23,7 +23,7 @@ from collector.names import check_name
 from alerts.evaluator import read_status, start_evaluator
 from alerts.history import AlertHistory
 from alerts.namespace import load_namespace
-from alerts.rules import CONDITION_HELP, Rule, format_duration, redact_url
+from alerts.rules import CONDITION_HELP, SEVERITY_HELP, Rule, format_duration, redact_url
 from alerts.scope_names import check_rules
 from alerts.settings import AlertSettings
 from alerts.store import RuleStore, read_rules_file
@@ -59,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--webhook", help="http(s) URL that receives a JSON POST on FIRING and RESOLVED "
                                      "(public addresses only, unless MS_WEBHOOK_ALLOW allows it)")
     p.add_argument("--muted", action="store_true", help="add it muted (evaluated, not notified)")
+    p.add_argument("--severity", help=f"the severity label sent to Alertmanager: {SEVERITY_HELP}")
     p.add_argument("--replace", action="store_true", help="replace a rule of the same name")
     p.set_defaults(alerts_func=_add)
 
@@ -128,7 +129,7 @@ def _add(args, store: RuleStore) -> int:
     d = {"name": args.name, "condition": args.condition, "step": args.step, "pipeline": args.pipeline,
          "worker": args.worker, "job": args.job, "query": args.query, "source": args.source,
          "operator": args.operator, "app": args.app, "executor": args.executor, "window": args.window, "for": args.for_,
-         "webhook": args.webhook, "muted": args.muted}
+         "webhook": args.webhook, "muted": args.muted, "severity": args.severity}
     rule = Rule.from_dict({k: v for k, v in d.items() if v is not None})
     notes = _check_webhooks([rule], args.alerts) + _check_scope_names([rule], args.influx)
     new = store.put(rule, replace=args.replace)

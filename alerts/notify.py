@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import unquote, urlsplit
 
 from collector.query.ranges import format_time
@@ -98,7 +98,7 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
 
 
-def post_json(url: str, payload: Mapping[str, Any], timeout: float = TIMEOUT_S, *,
+def post_json(url: str, payload: Mapping[str, Any] | Sequence[Mapping[str, Any]], timeout: float = TIMEOUT_S, *,
               policy: WebhookPolicy = WebhookPolicy(), resolve: Resolver = system_resolve) -> int:
     """POST `payload` as JSON to a checked address of `url`; return the HTTP status.
 
@@ -132,6 +132,11 @@ def post_json(url: str, payload: Mapping[str, Any], timeout: float = TIMEOUT_S, 
         finally:
             conn.close()
     raise error if error is not None else OSError("no address to connect to")
+
+
+def backoff_s(attempt: int, first_s: float = FIRST_BACKOFF_S, max_s: float = MAX_BACKOFF_S) -> float:
+    """Return the wait before retry `attempt + 1`: first_s, then doubling, at most max_s."""
+    return min(max_s, first_s * 2 ** (attempt - 1))
 
 
 def describe_failure(e: BaseException) -> str:
@@ -219,7 +224,7 @@ class WebhookNotifier:
             log.info("webhook %s %s -> %s: delivered (attempt %d)", n.rule, n.state, redact_url(n.url), attempt)
             return
         if attempt < self.max_attempts and not refused and not self._stop.is_set():
-            delay = min(MAX_BACKOFF_S, self.first_backoff_s * 2 ** (attempt - 1))
+            delay = backoff_s(attempt, self.first_backoff_s)
             heapq.heappush(self._retry, (time.monotonic() + delay, next(self._seq), attempt + 1, n))
             log.warning("webhook %s %s -> %s failed (%s); retry %d in %.1f s", n.rule, n.state,
                         redact_url(n.url), error, attempt + 1, delay)

@@ -18,31 +18,37 @@ from alerts.webhook_target import ENV_ALLOW, WebhookPolicy
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 5.0
+DEFAULT_UI_URL = "http://127.0.0.1:8050"
 MAX_INTERVAL_S = 86400.0
 
 
 @dataclass(frozen=True)
 class AlertSettings:
-    """Where the rules are, how often they are evaluated, which internal webhook targets are allowed.
+    """Where the rules are, how often they are evaluated, where notifications may go.
 
     From `MS_ALERTS_FILE` (else `<state>/alerts/rules.json`), `MS_ALERTS_INTERVAL_S` (5 s)
     and `MS_WEBHOOK_ALLOW`, kept as given: `webhook_policy()` parses it, so a bad list
     fails the command that needs it (one line, exit 2), and `lenient_webhook_policy()`
-    lets a running job go on allowing no internal target.
+    lets a running job go on allowing no internal target. `MS_ALERTMANAGER_URL` (none)
+    is the Alertmanager alerts are also posted to, `MS_UI_URL` the dashboard its alerts
+    link to; both are checked where the sender is built (`alerts.alertmanager`).
     """
     rules_path: Path
     interval_s: float = DEFAULT_INTERVAL_S
     webhook_allow: str | None = None
+    alertmanager_url: str | None = None
+    ui_url: str = DEFAULT_UI_URL
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, state_dir: Path | None = None) -> "AlertSettings":
-        """Build from `MS_ALERTS_*` and `MS_WEBHOOK_ALLOW` (None: this process's environment)."""
+        """Build from `MS_ALERTS_*`, `MS_WEBHOOK_ALLOW`, `MS_ALERTMANAGER_URL` and `MS_UI_URL` (None: this process's)."""
         env = prefixed_env("MS_", environ)
         if env.get("MS_ALERTS_FILE"):
             rules = Path(env["MS_ALERTS_FILE"])
         else:
             rules = Path(state_dir if state_dir is not None else default_state_dir(environ)) / "alerts" / "rules.json"
-        return cls(rules, _interval(env.get("MS_ALERTS_INTERVAL_S")), env.get(ENV_ALLOW))
+        return cls(rules, _interval(env.get("MS_ALERTS_INTERVAL_S")), env.get(ENV_ALLOW),
+                   env.get("MS_ALERTMANAGER_URL") or None, env.get("MS_UI_URL") or DEFAULT_UI_URL)
 
     def webhook_policy(self) -> WebhookPolicy:
         """Return the webhook allow-list; ValueError names a bad entry of `MS_WEBHOOK_ALLOW`."""
