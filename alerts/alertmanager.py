@@ -39,7 +39,7 @@ from collector.units import NS
 
 from alerts.evaluate import FIRING, RESOLVED, AlertState, Transition
 from alerts.notify import TIMEOUT_S, backoff_s, build_payload, describe_failure, post_json
-from alerts.rules import Rule, check_webhook, redact_url
+from alerts.rules import Rule, check_webhook
 from alerts.settings import DEFAULT_UI_URL, AlertSettings
 from alerts.webhook_target import Resolver, WebhookPolicy, system_resolve
 
@@ -52,6 +52,13 @@ MAX_PENDING = 1000
 SERIES_LABELS = ("job", "query", "run_id")
 
 Body = Mapping[str, Any]
+
+
+def where(url: str) -> str:
+    """Return a URL for logs: scheme, host and port only (no credentials, no path: it may hold a token)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{f'[{host}]' if ':' in host else host}" + (f":{parts.port}" if parts.port else "")
 
 
 def check_base_url(url: str, what: str) -> str:
@@ -197,12 +204,12 @@ class AlertmanagerSender:
         self.delivered = self.dropped = 0
 
     def __repr__(self) -> str:
-        return f"AlertmanagerSender({redact_url(self.url)!r})"
+        return f"AlertmanagerSender({where(self.url)!r})"
 
     def start(self) -> "AlertmanagerSender":
         self._thread.start()
         log.info("alerts: posting to Alertmanager at %s (re-sent every %.0f s while firing)",
-                 redact_url(self.url), self.resend_s)
+                 where(self.url), self.resend_s)
         return self
 
     def observe(self, rules: Iterable[Rule], states: Mapping[str, AlertState],
@@ -265,7 +272,7 @@ class AlertmanagerSender:
 
     def _post(self, bodies: list[Body]) -> bool:
         """Post one batch; return whether it is done with (delivered, or refused for good)."""
-        where = redact_url(self.url)
+        at = where(self.url)
         try:
             status = self._send(self.url + API_PATH, bodies, self.timeout_s)
         except (OSError, ValueError, http.client.HTTPException) as e:
@@ -273,16 +280,16 @@ class AlertmanagerSender:
             return False
         if 200 <= status < 300:
             if self._failures:
-                log.info("alerts: Alertmanager at %s reachable again", where)
+                log.info("alerts: Alertmanager at %s reachable again", at)
             self._failures, self._next_try = 0, 0.0
             self.delivered += len(bodies)
             firing = sum(1 for b in bodies if b["endsAt"] > format_time(time.time_ns()))
-            log.info("alerts: Alertmanager at %s took %d alerts (%d firing, %d resolved)", where, len(bodies),
+            log.info("alerts: Alertmanager at %s took %d alerts (%d firing, %d resolved)", at, len(bodies),
                      firing, len(bodies) - firing)
             return True
         if 400 <= status < 500 and status not in (408, 429):
             self.dropped += len(bodies)
-            log.error("alerts: Alertmanager at %s refused %d alerts (HTTP %d); dropped", where, len(bodies), status)
+            log.error("alerts: Alertmanager at %s refused %d alerts (HTTP %d); dropped", at, len(bodies), status)
             return True
         self._failed(f"HTTP {status}", len(bodies))
         return False
@@ -294,7 +301,7 @@ class AlertmanagerSender:
         # one line when it goes down; the retries are quiet until it answers again
         (log.warning if self._failures == 1 else log.debug)(
             "alerts: Alertmanager at %s not reached: %s; %d alerts kept, retried with backoff (up to 60 s)",
-            redact_url(self.url), why, count)
+            where(self.url), why, count)
 
 
 def sender_from_settings(settings: AlertSettings, interval_s: float) -> AlertmanagerSender | None:

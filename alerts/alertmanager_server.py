@@ -6,11 +6,17 @@ touches a system Alertmanager on :9093 or `/var/lib/prometheus`:
 
     <state_dir>/alertmanager/alertmanager.yml   its configuration: written once, then yours
     <state_dir>/alertmanager/data/              silences and notification log (--storage.path)
-    <state_dir>/alertmanager/server.json        pid, port and URL of the running server
+    <state_dir>/alertmanager/token              the secret first segment of its URL's path (0600)
+    <state_dir>/alertmanager/server.json        pid and port of the running server
     <state_dir>/logs/alertmanager.log           its log
 
 It listens on 127.0.0.1 only (`port`, default 19093) and has no cluster (gossip) port;
-silences and the notification log are kept `DATA_RETENTION` (120 h). The first start
+silences and the notification log are kept `DATA_RETENTION` (120 h). Alertmanager 0.25
+has no authentication of its own and answers every origin (`Access-Control-Allow-Origin:
+*`), so any web page open in a browser on this machine could read its alerts and silence
+them: everything it serves therefore lives under a random path (`--web.route-prefix`,
+the `token` file), `http://127.0.0.1:19093/<token>`, which `start` and `status` print
+and `MS_ALERTMANAGER_URL` names; other paths answer 404. The first start
 writes a minimal `alertmanager.yml` whose one receiver, `default`, notifies nobody:
 replace the file with your routes and receivers (Alertmanager's own format) and restart.
 The evaluator posts to it when `MS_ALERTMANAGER_URL` names it (`alerts.alertmanager`).
@@ -22,6 +28,7 @@ import json
 import logging
 import os
 import shutil
+import secrets
 import signal
 import subprocess
 import time
@@ -120,11 +127,24 @@ class AlertmanagerServer:
     def _info_path(self) -> Path:
         return self.root / "server.json"
 
+    def _token(self) -> str:
+        """Return the secret path segment, created (0600) at the first start."""
+        path = self.root / "token"
+        try:
+            return path.read_text().strip()
+        except FileNotFoundError:
+            pass
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(18) + "\n")
+        return path.read_text().strip()
+
     @property
     def url(self) -> str:
-        """HTTP URL of the server (of the running one if there is one)."""
+        """URL of the server's API and UI (of the running one if there is one), its token included."""
         info = self._running()
-        return f"http://{HOST}:{info['port'] if info else self.port}"
+        return f"http://{HOST}:{info['port'] if info else self.port}/{self._token()}"
 
     def _running(self) -> dict | None:
         """Return the running server's record (pid, port), None unless its process is ours and alive."""
@@ -159,13 +179,13 @@ class AlertmanagerServer:
             self.config_path.write_text(self.config_text if self.config_text is not None else DEFAULT_CONFIG)
         cmd = [binary, f"--config.file={self.config_path.resolve()}",
                f"--storage.path={(self.root / 'data').resolve()}", f"--data.retention={DATA_RETENTION}",
-               f"--web.listen-address={HOST}:{self.port}", "--cluster.listen-address="]
+               f"--web.listen-address={HOST}:{self.port}", f"--web.route-prefix=/{self._token()}",
+               "--cluster.listen-address="]
         t0 = time.monotonic()
         with open(self.log_path, "ab") as logf:
             self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                                           cwd=self.root, start_new_session=True)  # Ctrl-C of a shell leaves it
-        self._info_path.write_text(json.dumps({"pid": self._proc.pid, "port": self.port,
-                                               "url": f"http://{HOST}:{self.port}", "started": time.time()}))
+        self._info_path.write_text(json.dumps({"pid": self._proc.pid, "port": self.port, "started": time.time()}))
         try:
             self._wait_ready(wait)
         except BaseException:
@@ -217,7 +237,7 @@ class AlertmanagerServer:
         info = self._running()
         if info is None:
             return AlertmanagerStatus(False)
-        url = f"http://{HOST}:{info['port']}"
+        url = f"http://{HOST}:{info['port']}/{self._token()}"
         doc = _get_json(f"{url}/api/v2/status")
         version = doc.get("versionInfo", {}).get("version") if isinstance(doc, dict) else None
         return AlertmanagerStatus(True, int(info["pid"]), url, version)

@@ -24,7 +24,7 @@ from alerts.alertmanager_server import AlertmanagerServer, find_alertmanager
 
 from .webhook_server import WebhookReceiver
 
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # loopback: never through a proxy
 
 
 def receiver_config(hook_url: str) -> str:
@@ -59,7 +59,7 @@ class RunningAlertmanager:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(f"{self.url}/api/v2{path}", data=data, method=method,
                                      headers={"Content-Type": "application/json"})
-        with _DIRECT.open(req, timeout=10) as resp:
+        with DIRECT.open(req, timeout=10) as resp:
             raw = resp.read()
         return json.loads(raw) if raw else None
 

@@ -2,10 +2,12 @@
 Alertmanager (Debian's 0.25) receives the alerts and notifies a local webhook receiver."""
 from __future__ import annotations
 
+import json
 import logging
 import time
 
 from alerts.alertmanager import AlertmanagerSender
+from alerts.alertmanager_server import AlertmanagerServer
 from alerts.evaluate import FIRING, RESOLVED
 from alerts.evaluator import AlertEvaluator, read_status
 from alerts.rules import Rule
@@ -65,6 +67,7 @@ def test_a_firing_rule_reaches_alertmanager_with_its_labels_and_resolves(alertma
 
         fired = _next_about(alertmanager.hook, "am-p99")
         assert fired["status"] == "firing" and fired["alerts"][0]["labels"] == alert["labels"]
+        assert alertmanager.url.rsplit("/", 1)[1] not in json.dumps(fired)     # receivers never see its token
 
         ev.store.put(_rule("am-p99", "p99 > 1s", severity="critical"))         # the run no longer breaks it
         assert [(r.name, t.state) for r, t in ev.evaluate_once()] == [("am-p99", RESOLVED)]
@@ -110,7 +113,8 @@ def test_alertmanager_down_is_one_log_line_and_the_alert_arrives_once_it_is_up(i
     caplog.set_level(logging.INFO, logger="alerts.alertmanager")
     _write_run(influx_client, "r1", time.time_ns())
     port = free_port()
-    ev = _evaluator(tmp_path, influx_client, f"http://127.0.0.1:{port}", _rule("am-outage"), interval_s=0.5)
+    url = AlertmanagerServer(tmp_path / "am", port).url            # its URL (with its token) before it runs
+    ev = _evaluator(tmp_path, influx_client, url, _rule("am-outage"), interval_s=0.5)
     with WebhookReceiver() as hook:
         ev.start()                                                  # starts the sender with it
         am = None

@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import json
+import urllib.error
 from pathlib import Path
+
+import pytest
 
 from alerts.alertmanager_server import DEFAULT_CONFIG, AlertmanagerServer
 from marketspread.cli import main
 
-from .alertmanager_fixture import RunningAlertmanager, start_alertmanager
+from .alertmanager_fixture import DIRECT, RunningAlertmanager, start_alertmanager
 from .webhook_server import WebhookReceiver
 
 
@@ -24,6 +27,14 @@ def test_start_status_stop_keep_everything_in_the_state_folder(tmp_path, capsys)
         assert st.running and st.url == url and url.startswith("http://127.0.0.1:") and st.version == "0.25.0"
         assert srv.config_path.read_text() == DEFAULT_CONFIG                  # written at the first start
         assert RunningAlertmanager(srv, hook).api("GET", "/status")["cluster"]["status"] == "disabled"
+        # everything lives under the secret path: a web page that does not know it gets nothing
+        token = (state / "alertmanager" / "token").read_text().strip()
+        assert url.endswith(f"/{token}") and len(token) >= 24
+        assert (state / "alertmanager" / "token").stat().st_mode & 0o777 == 0o600
+        root = url.removesuffix(f"/{token}")
+        for path in ("/api/v2/status", "/api/v2/alerts", "/api/v2/silences", "/metrics"):
+            with pytest.raises(urllib.error.HTTPError, match="404"):
+                DIRECT.open(root + path, timeout=10)
         args = Path(f"/proc/{st.pid}/cmdline").read_bytes().split(b"\0")
         assert f"--storage.path={(state / 'alertmanager' / 'data').resolve()}".encode() in args
         assert b"--data.retention=120h" in args and b"--cluster.listen-address=" in args
