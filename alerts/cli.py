@@ -3,9 +3,10 @@
 Rules live in `<state>/alerts/rules.json` (`--state-dir`, `MS_STATE_DIR`, or
 `MS_ALERTS_FILE`); a running evaluator applies every change at its next cycle. Bad input
 exits 2 with one line saying what is wrong (ValueError, handled by `marketspread.cli.main`),
-including a step, pipeline, worker, query, source or operator no run reports
-(`alerts.scope_names`). `list` shows the states of this folder's namespace only
-(`alerts.namespace`).
+including a job no data knows (unless `--new-job`: a job that has not run yet) and a step,
+pipeline, worker, query, source or operator no run reports (`alerts.scope_names`); a figure
+the job never reported is a note on stderr. `list` shows the states of this folder's
+namespace only (`alerts.namespace`).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from collector.names import check_name
 
 from alerts.evaluator import read_status, start_evaluator
 from alerts.history import AlertHistory
+from alerts.job_names import NEW_JOB_FLAG
 from alerts.namespace import load_namespace
 from alerts.rules import CONDITION_HELP, SEVERITY_HELP, Rule, format_duration, redact_url
 from alerts.scope_names import check_rules
@@ -48,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                   "checked, as --pipeline and --worker, against what the runs report")
     p.add_argument("--pipeline", help="nbbo or orders (default: both)")
     p.add_argument("--worker", help="one worker, e.g. host/p0 (default: all)")
-    p.add_argument("--job", help="run id (default: any run writing metrics)")
+    p.add_argument("--job", help="run id (default: any run writing metrics); one no data knows is refused, "
+                                 f"listing the known ones, unless {NEW_JOB_FLAG}")
     p.add_argument("--query", help="a Spark query's name or id (figures like rows_behind; default: all)")
     p.add_argument("--source", help="one source of the query, e.g. 0:KafkaV2 (rows_behind, input_rate, ...)")
     p.add_argument("--operator", help="one stateful operator, e.g. 0:stateStoreSave (state_rows, late_rows, ...)")
@@ -61,6 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--muted", action="store_true", help="add it muted (evaluated, not notified)")
     p.add_argument("--severity", help=f"the severity label sent to Alertmanager: {SEVERITY_HELP}")
     p.add_argument("--replace", action="store_true", help="replace a rule of the same name")
+    _add_new_job(p)
     p.set_defaults(alerts_func=_add)
 
     p = sub.add_parser("rm", help="delete a rule")
@@ -69,6 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("load", help="add or replace the rules of a YAML (or JSON) file")
     p.add_argument("file", type=Path)
+    _add_new_job(p)
     p.set_defaults(alerts_func=_load)
 
     for name, muted in (("mute", True), ("unmute", False)):
@@ -80,6 +85,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--interval", type=float, help="seconds between evaluations (default 5, MS_ALERTS_INTERVAL_S)")
     p.add_argument("--duration", type=float, help="stop after this many seconds")
     p.set_defaults(alerts_func=_serve)
+
+
+def _add_new_job(p: argparse.ArgumentParser) -> None:
+    p.add_argument(NEW_JOB_FLAG, dest="new_job", action="store_true",
+                   help="accept a --job or --query no data knows yet (a job that has not run yet), with a note")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -131,11 +141,11 @@ def _add(args, store: RuleStore) -> int:
          "operator": args.operator, "app": args.app, "executor": args.executor, "window": args.window, "for": args.for_,
          "webhook": args.webhook, "muted": args.muted, "severity": args.severity}
     rule = Rule.from_dict({k: v for k, v in d.items() if v is not None})
-    notes = _check_webhooks([rule], args.alerts) + _check_scope_names([rule], args.influx)
+    notes = _check_webhooks([rule], args.alerts) + _check_scope_names([rule], args.influx, args.new_job)
     new = store.put(rule, replace=args.replace)
     print(f"{'added' if new else 'replaced'} {rule.name}: {rule.summary()}")
     for note in notes:
-        print(note, file=sys.stderr)
+        print(f"note: {note}", file=sys.stderr)
     return 0
 
 
@@ -154,11 +164,11 @@ def _check_webhooks(rules: list[Rule], settings: AlertSettings) -> list[str]:
     return notes
 
 
-def _check_scope_names(rules: list[Rule], influx: InfluxConfig) -> list[str]:
-    """Refuse a step, pipeline or worker no run reports (InfluxDB from MS_INFLUX_*); return notes."""
+def _check_scope_names(rules: list[Rule], influx: InfluxConfig, new_job: bool) -> list[str]:
+    """Refuse a job, query, step, pipeline or worker no run reports (InfluxDB from MS_INFLUX_*); return notes."""
     client = InfluxClient(influx)
     try:
-        return check_rules(client, rules)
+        return check_rules(client, rules, new_job)
     finally:
         client.close()
 
@@ -171,11 +181,11 @@ def _rm(args, store: RuleStore) -> int:
 
 def _load(args, store: RuleStore) -> int:
     rules = read_rules_file(args.file)
-    notes = _check_webhooks(rules, args.alerts) + _check_scope_names(rules, args.influx)
+    notes = _check_webhooks(rules, args.alerts) + _check_scope_names(rules, args.influx, args.new_job)
     added, replaced = store.put_all(rules)
     print(f"{args.file}: {added} added, {replaced} replaced ({len(store.rules())} rules in {store.path})")
     for note in notes:
-        print(note, file=sys.stderr)
+        print(f"note: {note}", file=sys.stderr)
     return 0
 
 

@@ -14,7 +14,11 @@ executor) instead: `check_figure_scope` refuses a value the named run (or any ru
 reported, listing the valid ones, and accepts one with a note when nothing was reported
 yet or InfluxDB can't say.
 
-`check_scope` is pure; `reported_names` and `check_figure_scope` ask InfluxDB.
+A rule's job itself is checked first (`alerts.job_names`): a job no data knows is refused
+with the known ones, unless `new_job` says it has not run yet; so is a query the job (or,
+without a job, any job) never reported. A figure the job never reported gets a note.
+
+`check_scope` is pure; `reported_names`, `check_figure_scope` and `check_rules` ask InfluxDB.
 """
 from __future__ import annotations
 
@@ -23,9 +27,10 @@ from dataclasses import dataclass
 
 from collector.influx import InfluxClient, InfluxError
 from collector.query.store import MetricsStore
-from collector.vocabulary import LATENCY, MARKET_SPREAD_STEPS as STEPS, PIPELINES
+from collector.vocabulary import LATENCY, MARKET_SPREAD_STEPS as STEPS, PIPELINES, RUNS
 
 from alerts.figures import EXECUTOR, FIGURES, LEVELS, OPERATOR, QUERY, SOURCE
+from alerts.job_names import NEW_JOB_HINT, check_job, has_data, known_jobs, missing_note, needs
 from alerts.rules import FIGURE, Rule
 
 MAX_LISTED = 20                       # names listed in an error; a run may have hundreds of workers
@@ -84,14 +89,22 @@ def _workers_of_step(client: InfluxClient, step: str) -> tuple[str, ...]:
     return tuple(sorted({v[1] for s in series for v in s.values}))
 
 
-def reported_names(client: InfluxClient, rule: Rule) -> ReportedNames:
-    """Return the names the rule's run reports (or every run's), the fixed lists when InfluxDB can't say."""
+def reported_names(client: InfluxClient, rule: Rule, job_known: bool = False) -> ReportedNames:
+    """Return the names the rule's run reports (or every run's), the fixed lists when InfluxDB can't say.
+
+    `job_known`: the run has other data (a Spark query's) or has not run yet, and no latency
+    step yet, so its own steps are still to come: the rule's step and pipeline are taken as given.
+    """
     if rule.step is None:
         return FIXED
     try:
         if rule.job is not None:
             store = MetricsStore(client)
             steps = tuple(store.steps(rule.job))
+            if not steps and job_known:
+                pipelines = PIPELINES if rule.pipeline is None else (rule.pipeline,)
+                return ReportedNames((rule.step,), pipelines, None, f"run {rule.job}",
+                                     f"run {rule.job} reports no latency steps yet")
             if steps:
                 source = f"run {rule.job}"
                 if rule.step not in steps:
@@ -115,51 +128,105 @@ def _tag_values(client: InfluxClient, measurement: str, key: str, where: dict[st
     return tuple(sorted({v[1] for s in client.query(q, where or None) for v in s.values}))
 
 
-def check_figure_scope(client: InfluxClient, rule: Rule) -> str | None:
-    """Raise ValueError if a figure rule's query, source, operator, app or executor was never reported; return a note."""
+def _unreachable(client: InfluxClient, e: InfluxError) -> str:
+    return f"InfluxDB at {client.url} is unreachable" if e.status is None else f"InfluxDB: {e}"
+
+
+def check_figure_scope(client: InfluxClient, rule: Rule, new_job: bool = False,
+                       hint: str = NEW_JOB_HINT) -> str | None:
+    """Raise ValueError if a figure rule's query, source, operator, app or executor was never reported; return a note.
+
+    A query nothing reported is refused even when the job reported none yet (a query
+    that started without a batch counts: its `runs` point); `new_job` accepts it with a note.
+    """
     anyone = "any run"
-    if EXECUTOR in FIGURES[rule.condition.metric].fields:
+    figure = FIGURES.get(rule.condition.metric)         # None: a run's status, scoped by job and query only
+    if figure is not None and EXECUTOR in figure.fields:
         anyone = "any app"
-        checks = [("app", "app", EXECUTOR, {}), ("executor", "executor", EXECUTOR, {"app": rule.app})]
+        executors = (LEVELS[EXECUTOR][0],)
+        checks = [("app", "app", executors, {}), ("executor", "executor", executors, {"app": rule.app})]
     else:
-        checks = [("query", "query", QUERY, {"run": rule.job}),
-                  ("source", "source", SOURCE, {"run": rule.job, "query": rule.query}),
-                  ("operator", "operator", OPERATOR, {"run": rule.job, "query": rule.query})]
+        checks = [("query", "query", (LEVELS[QUERY][0], RUNS), {"run": rule.job}),
+                  ("source", "source", (LEVELS[SOURCE][0],), {"run": rule.job, "query": rule.query}),
+                  ("operator", "operator", (LEVELS[OPERATOR][0],), {"run": rule.job, "query": rule.query})]
     notes = []
-    for attr, key, level, where in checks:
+    for attr, key, measurements, where in checks:
         value = getattr(rule, attr)
         if value is None:
             continue
         where = {k: v for k, v in where.items() if v is not None}
         whose = " ".join(f"{'run' if k == 'run' else k} {v}" for k, v in where.items()) or anyone
         try:
-            valid = _tag_values(client, LEVELS[level][0], key, where)
+            valid = tuple(sorted({v for m in measurements for v in _tag_values(client, m, key, where)}))
         except InfluxError as e:
-            why = f"InfluxDB at {client.url} is unreachable" if e.status is None else f"InfluxDB: {e}"
-            return f"rule {rule.name!r}: {attr} {value!r} not checked ({why})"
+            return f"rule {rule.name!r}: {attr} {value!r} not checked ({_unreachable(client, e)})"
+        if value in valid:
+            continue
+        if attr == "query" and new_job:
+            notes.append(f"rule {rule.name!r}: query {value!r} has no data from {whose} yet; accepted as a query "
+                         "that has not run yet")
+            continue
+        if not valid and attr == "query":
+            raise ValueError(f"rule {rule.name!r}: query {value!r} is unknown: {whose} has reported no query "
+                             f"yet ({hint})")
         if not valid:
             notes.append(f"rule {rule.name!r}: {attr} {value!r} not checked ({whose} has reported no {attr} yet)")
             continue
         try:
             _check(value, valid, attr, whose)
         except ValueError as e:
-            raise ValueError(f"rule {rule.name!r}: {e}") from None
+            tail = f" ({hint})" if attr == "query" else ""
+            raise ValueError(f"rule {rule.name!r}: {e}{tail}") from None
     return "; ".join(notes) or None
 
 
-def check_rules(client: InfluxClient, rules: list[Rule]) -> list[str]:
-    """Check every rule's scope names against InfluxDB; raise ValueError on the first bad one; return notes."""
+def _figure_note(client: InfluxClient, rule: Rule, found: dict) -> str | None:
+    """Return a note when the points the rule reads were never written (`found` caches the answers)."""
+    for need in needs(rule):
+        if need not in found:
+            try:
+                found[need] = has_data(client, need)
+            except InfluxError as e:
+                return f"rule {rule.name!r}: its data not checked ({_unreachable(client, e)})"
+        if not found[need]:
+            return missing_note(rule, need)
+    return None
+
+
+def check_rules(client: InfluxClient, rules: list[Rule], new_job: bool = False,
+                hint: str = NEW_JOB_HINT) -> list[str]:
+    """Check every rule's job and scope names against InfluxDB; raise ValueError on the first bad one; return notes.
+
+    `new_job` accepts a job or query no data knows yet (with a note); `hint` is how the
+    caller's user says so, for the refusal's message.
+    """
     asked: dict[tuple, ReportedNames] = {}          # a rules file repeats scopes: ask once per scope
+    found: dict = {}
+    jobs, down = None, None
+    if any(rule.job is not None for rule in rules):
+        try:
+            jobs = known_jobs(client)
+        except InfluxError as e:
+            down = _unreachable(client, e)
     notes = []
     for rule in rules:
-        if rule.condition.kind == FIGURE:
-            note = check_figure_scope(client, rule)
-            notes += [note] if note else []
-            continue
-        key = (rule.job, rule.step, rule.worker is not None)
-        if key not in asked:
-            asked[key] = reported_names(client, rule)
-        note = check_scope(rule, asked[key])
+        if rule.job is not None and down is not None:
+            notes.append(f"rule {rule.name!r}: job {rule.job!r} not checked ({down})")
+        job_note = check_job(rule, jobs, new_job, hint) if jobs is not None else None
+        if job_note:
+            notes.append(job_note)
+        if rule.condition.kind == FIGURE or rule.query is not None:
+            # a job not run yet reported no query, source or operator: nothing to check them against
+            note = None if job_note else check_figure_scope(client, rule, new_job, hint)
+        else:
+            key = (rule.job, rule.step, rule.pipeline, rule.worker is not None)
+            if key not in asked:
+                # a job with data, or one declared new: its own steps may be still to come
+                asked[key] = reported_names(client, rule, jobs is not None and (rule.job in jobs or new_job))
+            note = check_scope(rule, asked[key])
         if note:
             notes.append(note)
+        elif not job_note and down is None:         # one note per rule: a scope's note says it already
+            note = _figure_note(client, rule, found)
+            notes += [note] if note else []
     return notes

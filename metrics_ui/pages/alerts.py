@@ -1,12 +1,13 @@
 """Alerts page: the rules with their state, a form to create and edit, mute and delete, history.
 
 Rules are validated by `alerts.rules.Rule.from_dict`, exactly as the CLI's, a webhook
-by the same target check (`alerts.webhook_target`) and the step, pipeline and worker
-against what the runs report (`alerts.scope_names`); a bad field shows its reason above
-the form. Saving under an existing name replaces that rule (what "edit" fills the form
-for). Nothing here evaluates: states come from the `alert_events` of the rules folder's
-namespace only, the evaluator's liveness and query errors from its status file, webhook
-failures from `alert_notifications`.
+by the same target check (`alerts.webhook_target`) and the job, query, step, pipeline and
+worker against what the runs report (`alerts.scope_names`); a bad field shows its reason
+above the form, a note (a figure the job never reported) below the saved line. Saving
+under an existing name replaces that rule (what "edit" fills the form for). Nothing here
+evaluates: states come from the `alert_events` of the rules folder's namespace only, the
+evaluator's liveness and query errors from its status file, webhook failures from
+`alert_notifications`.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from flask import current_app
 
 from alerts.evaluator import read_status
 from alerts.history import NotificationRecord
+from alerts.job_names import NEW_JOB_FLAG
 from alerts.rules import CONDITION_HELP, DEFAULT_STEP, Rule, format_duration, redact_url
 from alerts.scope_names import check_rules
 from alerts.webhook_target import check_webhook_target
@@ -65,6 +67,8 @@ RULES_HEADER = ("rule", "state", "condition", "scope", "window", "for", "webhook
 HISTORY_HEADER = ("time (UTC)", "from", "to", "value", "condition then")
 NOTIFY_HEADER = ("time (UTC)", "state", "attempt", "result", "url")
 STALE_AFTER_S = 30.0
+#: how a user of this page adds a rule for a job that has not run yet (the form has no such switch)
+NEW_JOB_HINT = f"for a job that has not run yet: marketspread alerts add NAME CONDITION --job JOB {NEW_JOB_FLAG}"
 
 
 def layout(**_query) -> html.Div:
@@ -200,13 +204,14 @@ def change_rules(_save, _actions, version, *values):
             # the same check as `alerts add`: no internal address unless MS_WEBHOOK_ALLOW allows it
             policy = current_app.config["MS_UI"].alerts.webhook_policy()     # read when the app was made
             notes = [check_webhook_target(rule.webhook, policy)] if rule.webhook else []
-            # and as theirs: a step, pipeline or worker no run reports is refused, the valid ones listed
-            notes += check_rules(c.store().client, [rule])
+            # and as theirs: a job, query, step, pipeline or worker no run reports is refused, the valid ones
+            # listed; a figure the job never reported is a note
+            notes += check_rules(c.store().client, [rule], hint=NEW_JOB_HINT)
             new = store.put(rule)
-            note = "; ".join(n for n in notes if n)
-            text = f"{'Created' if new else 'Saved'} {rule.name}: {rule.summary()}" + (f" ({note})" if note else "")
-            return (html.Div(text, className="banner banner-ok", role="status"), (version or 0) + 1,
-                    *([""] * len(FORM)))
+            text = f"{'Created' if new else 'Saved'} {rule.name}: {rule.summary()}"
+            shown = [html.Div(text, className="banner banner-ok", role="status")]
+            shown += [html.Div(f"note: {n}", className="banner banner-warning alert-note") for n in notes if n]
+            return html.Div(shown), (version or 0) + 1, *([""] * len(FORM))
         action, name = trigger["action"], trigger["rule"]
         if action == "edit":
             rule = store.get(name)

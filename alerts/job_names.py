@@ -1,0 +1,140 @@
+"""Check a rule's job against the jobs InfluxDB knows, and note the figures a job never reported.
+
+A rule whose `job` (the `run` tag) no data knows, a typo or a renamed query, matches
+nothing, and as no data never fires it would stay OK for ever. So `alerts add`, `alerts
+load` and the Alerts page refuse it, listing the known jobs newest first, unless the
+user says the job has not run yet (`--new-job`): then it is accepted with a note. A
+figure the job has never reported (`p99` of a query without latency steps, `state_rows`
+of one without a stateful operator) may still come, so it gets a note, never a refusal.
+Which points a figure needs comes from where it is read: `alerts.figures.LEVELS` for a
+Spark query's figures, the `latency` and `backpressure` measurements for the others.
+
+`check_job`, `needs` and `missing_note` are pure; `known_jobs` and `has_data` ask
+InfluxDB, every value a user typed a bound parameter.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from collector.influx import InfluxClient
+from collector.vocabulary import BACKPRESSURE as BACKPRESSURE_MEASUREMENT
+from collector.vocabulary import (FIELD_COUNT, LATENCY, RUNS, STEP_JOB, TAG_APP, TAG_EXECUTOR, TAG_OPERATOR,
+                                  TAG_QUERY, TAG_RUN, TAG_SOURCE, TAG_STEP)
+
+from alerts.figures import AGE, EXECUTOR, FIGURES, LEVELS, OPERATOR, QUERY, level_of
+from alerts.rules import BACKLOG, BACKPRESSURE, FIGURE, LATENCY as KIND_LATENCY, THROUGHPUT, Rule
+
+MAX_JOBS_LISTED = 20                  # a database may hold hundreds of runs: the newest are the likely ones
+NEW_JOB_FLAG = "--new-job"
+NEW_JOB_HINT = f"for a job that has not run yet, add {NEW_JOB_FLAG}"
+#: where a rule's `job` selects points: a job is known when one of these has its run tag
+JOB_MEASUREMENTS = tuple(dict.fromkeys((LATENCY, BACKPRESSURE_MEASUREMENT, RUNS)
+                                       + tuple(m for m, tags in LEVELS.values() if TAG_RUN in tags)))
+#: scope tag -> the rule's attribute holding its value
+_TAG_ATTRS = {TAG_RUN: "job", TAG_QUERY: "query", TAG_SOURCE: "source", TAG_OPERATOR: "operator",
+              TAG_APP: "app", TAG_EXECUTOR: "executor", TAG_STEP: "step"}
+_TAG_WORDS = {TAG_RUN: "job"}         # how a tag reads in a note ("job orders query q1")
+
+
+@dataclass(frozen=True)
+class Need:
+    """Points a rule's figure is read from: one field of a measurement (None: any point) within the scope."""
+    measurement: str
+    field: str | None
+    tags: tuple[tuple[str, str], ...]       # (tag, value) the rule fixes
+    figure: str                             # the figure (or the condition's metric) it is for, for notes
+
+
+def _listing(jobs: tuple[str, ...]) -> str:
+    # names come from the data: one with a control character is shown quoted, so a refusal stays one line
+    shown = ", ".join(j if j.isprintable() else repr(j) for j in jobs[:MAX_JOBS_LISTED])
+    more = len(jobs) - MAX_JOBS_LISTED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def check_job(rule: Rule, jobs: tuple[str, ...], new_job: bool = False, hint: str = NEW_JOB_HINT) -> str | None:
+    """Raise ValueError if the rule's job is not among `jobs` (newest first), unless `new_job`; return a note."""
+    if rule.job is None or rule.job in jobs:
+        return None
+    if new_job:
+        return (f"rule {rule.name!r}: job {rule.job!r} has no data yet; accepted as a job that has not run "
+                "yet, it reads as no data until it runs")
+    if not jobs:
+        raise ValueError(f"rule {rule.name!r}: job {rule.job!r} is unknown: no job has written metrics "
+                         f"to this InfluxDB yet ({hint})")
+    close = difflib.get_close_matches(rule.job, jobs, n=1)
+    mean = f"did you mean {close[0]!r}? " if close else ""
+    raise ValueError(f"rule {rule.name!r}: job {rule.job!r} is unknown; {mean}known jobs, newest first: "
+                     f"{_listing(jobs)} ({hint})")
+
+
+def _tags(rule: Rule, keys) -> tuple[tuple[str, str], ...]:
+    return tuple((k, getattr(rule, _TAG_ATTRS[k])) for k in keys if getattr(rule, _TAG_ATTRS[k]) is not None)
+
+
+def needs(rule: Rule) -> tuple[Need, ...]:
+    """Return the points the rule's condition reads, one Need per field (both of `figure op figure`)."""
+    kind = rule.condition.kind
+    if kind in (KIND_LATENCY, THROUGHPUT):
+        return (Need(LATENCY, FIELD_COUNT, _tags(rule, (TAG_RUN, TAG_STEP)), rule.condition.metric),)
+    if kind in (BACKLOG, BACKPRESSURE):
+        return (Need(BACKPRESSURE_MEASUREMENT, None, _tags(rule, (TAG_RUN,)) + ((TAG_STEP, STEP_JOB),),
+                     rule.condition.metric),)
+    if kind != FIGURE or FIGURES[rule.condition.metric].aggregate == AGE:
+        return ()                   # a run's status and its batch age: a run started is all they read
+    figure = FIGURES[rule.condition.metric]
+    level = EXECUTOR if EXECUTOR in figure.fields else level_of(figure, rule.source, rule.operator)
+    measurement, keys = LEVELS[level]
+    names = (figure.name,) if rule.condition.against is None else (figure.name, rule.condition.against)
+    return tuple(Need(measurement, FIGURES[n].fields[level][0], _tags(rule, keys), n) for n in names)
+
+
+def missing_note(rule: Rule, need: Need) -> str:
+    """Return the note for a rule whose `need` has no point yet: who never reported what, and what to expect."""
+    scope = dict(need.tags)
+    who = " ".join(f"{_TAG_WORDS.get(k, k)} {v}" for k, v in need.tags if k != TAG_STEP)
+    metric = rule.condition.metric
+    if need.measurement == LATENCY:
+        step = scope.get(TAG_STEP)
+        what = (f"{who} reports no latency steps" if TAG_RUN in scope else f"no job reports step {step}'s latency")
+        text = f"{what}; {metric} has no data until it records some (record_latency/timed_step)"
+    elif need.measurement == BACKPRESSURE_MEASUREMENT:
+        text = f"{who or 'no job'} reports no backpressure yet; {metric} has no data until it does"
+    elif OPERATOR in FIGURES[need.figure].fields:
+        what = f"{who} has no stateful operator" if who else "no job has a stateful operator yet"
+        text = f"{what}; {need.figure} stays empty"
+    elif EXECUTOR in FIGURES[need.figure].fields:
+        what = f"{who} has reported no {need.figure}" if who else f"no executor has reported {need.figure}"
+        text = f"{what} yet (Spark's metrics system sends it); the rule has no data until it does"
+    else:
+        what = f"{who} has never reported {need.figure}" if who else f"no job has reported {need.figure} yet"
+        text = f"{what} ({FIGURES[need.figure].about}); the rule has no data until it does"
+    return f"rule {rule.name!r}: {text}"
+
+
+def has_data(client: InfluxClient, need: Need) -> bool:
+    """Return whether any point of the need's scope was written (InfluxError when InfluxDB can't say)."""
+    where = " AND ".join(f'"{k}" = ${k}' for k, _ in need.tags)
+    where = f" WHERE {where}" if where else ""
+    params = dict(need.tags) or None
+    if need.field is None:
+        q = f'SHOW SERIES FROM "{need.measurement}"{where} LIMIT 1'
+    else:
+        q = f'SELECT "{need.field}" FROM "{need.measurement}"{where} LIMIT 1'
+    return any(s.values for s in client.query(q, params))
+
+
+def known_jobs(client: InfluxClient) -> tuple[str, ...]:
+    """Return every job a rule can name (the run tag of the measurements rules read), newest first."""
+    shows = "; ".join(f'SHOW TAG VALUES FROM "{m}" WITH KEY = "{TAG_RUN}"' for m in JOB_MEASUREMENTS)
+    names = {v[1] for s in client.query(shows) for v in s.values}
+    # the newest point per job of the measurements every job writes (LIMIT 1: one block per series)
+    newest = "; ".join(f'SELECT {fields} FROM "{m}" GROUP BY "{TAG_RUN}" ORDER BY time DESC LIMIT 1'
+                       for m, fields in ((LATENCY, f'"{FIELD_COUNT}"'), (LEVELS[QUERY][0], "*"), (RUNS, "*")))
+    last: dict[str, int] = {}
+    for s in client.query(newest):
+        run = s.tags.get(TAG_RUN, "")
+        for row in s.values[:1]:
+            last[run] = max(last.get(run, 0), int(row[0]))
+    return tuple(sorted(names, key=lambda n: (-last.get(n, 0), n)))
