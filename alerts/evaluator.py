@@ -1,10 +1,12 @@
 """The background evaluator: every few seconds, each rule's metric, state and notifications.
 
-It runs with the job's metrics service (`marketspread.runner.run_job` starts it when metrics are
-on) or alone (`marketspread alerts serve`), whether or not a browser is open; the UI never
-evaluates. One evaluator per rules file: a second one (a second job on the same state
-folder, or `serve` beside a job) finds the lock taken and stays idle, so no webhook is sent
-twice. Each cycle re-reads the rules file (edits from the CLI or UI apply at the next
+It runs in every process of the product that may be up when a job goes wrong: the dashboard
+(`marketspread ui`), a monitored job (`monitor()`, `marketspread watch`), Market Spread's job
+(`marketspread job`), or alone (`marketspread alerts serve`), whether or not a browser is
+open. Exactly one of a rules namespace's evaluators evaluates at a time, whatever host it is
+on: they share a lease in InfluxDB (`alerts.lease`); the others stand by and the oldest takes
+over within three cycles of the leader's death, so no notification is sent twice and none is
+missed while any of them runs. Each cycle re-reads the rules file (edits from the CLI or UI apply at the next
 cycle; a damaged file keeps the previous rules), queries InfluxDB, advances the pure state
 machine (`evaluate.advance`), writes every change to `alert_events` and hands FIRING and
 RESOLVED to the webhook notifier. After a restart the states are restored from the last
@@ -14,12 +16,12 @@ Every point it writes carries the rules folder's namespace (`alerts.namespace`),
 restores only that namespace's states: evaluators of other state folders writing to the
 same database never close, resolve or re-announce each other's rules.
 
-A status file beside the rules (`evaluator.json`: pid, last cycle, per-rule query errors)
-lets the CLI and UI tell whether an evaluator is alive.
+A status file beside the rules (`evaluator.json`: pid, last cycle, per-rule query errors and
+no-data times), written by the leading evaluator, lets the CLI and UI tell whether an
+evaluator is alive and which process it is.
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -31,8 +33,10 @@ from pathlib import Path
 from collector.background import lower_thread_priority
 from collector.influx import InfluxClient, InfluxConfig, InfluxError
 
-from alerts.evaluate import NOTIFIED, OK, RESOLVED_HOLD_S, STATES, AlertState, Transition, advance
+from alerts.alertmanager import AlertmanagerSender, sender_from_settings
+from alerts.evaluate import NOTIFIED, OK, RESOLVED_HOLD_S, STATES, AlertState, Transition, advance, breach_of
 from alerts.history import AlertEvent, AlertHistory, event_point, notification_point
+from alerts.lease import Holder, Lease
 from alerts.namespace import AlertNamespace, load_namespace
 from alerts.notify import Notification, WebhookNotifier, build_payload
 from alerts.query import MetricReader
@@ -59,7 +63,8 @@ class AlertEvaluator:
     def __init__(self, store: RuleStore, client: InfluxClient, sink, *, interval_s: float = DEFAULT_INTERVAL_S,
                  notifier: WebhookNotifier | None = None, resolved_hold_s: float = RESOLVED_HOLD_S,
                  status_path: Path | None = None, webhook_policy: WebhookPolicy = WebhookPolicy(),
-                 namespace: AlertNamespace | None = None):
+                 namespace: AlertNamespace | None = None, alertmanager: AlertmanagerSender | None = None,
+                 lease: bool = False):
         self.store = store
         self.sink = sink
         self.interval_s = interval_s
@@ -67,34 +72,48 @@ class AlertEvaluator:
         self.namespace = namespace if namespace is not None else load_namespace(store.path)
         self.reader = MetricReader(client)
         self.history = AlertHistory(client, self.namespace)
+        #: with a lease, only the namespace's leading evaluator evaluates (alerts.lease); None: always
+        self.lease = Lease(client, self.namespace.id, interval_s) if lease else None
+        self.leader: Holder | None = None
+        self._role: bool | None = None           # leads or stands by, once known (for its log line)
         ns = self.namespace
         self.notifier = notifier or WebhookNotifier(on_attempt=lambda r: sink.add(notification_point(r, ns)),
                                                     policy=webhook_policy)
         self.status_path = status_path if status_path is not None else store.path.with_name(STATUS_FILE)
+        self.alertmanager = alertmanager
         self.states: dict[str, AlertState] = {}
         self.errors: dict[str, str] = {}
         #: rule name -> labels of the series its last evaluation judged (job, query, run_id), if known
         self.series: dict[str, dict[str, str]] = {}
+        #: rule name -> since when (ns) its scope has reported nothing: a kept state says why
+        self.no_data_since: dict[str, int] = {}
         self.rules: list[Rule] = []
         self._restored = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="alert-evaluator", daemon=True)
-        self.on_release = lambda: None
 
     def start(self) -> "AlertEvaluator":
         self.notifier.start()
+        if self.alertmanager is not None:
+            self.alertmanager.start()
         self._thread.start()
         log.info("alerts: evaluating %s (namespace %s) every %.0f s", self.store.path, self.namespace.id,
                  self.interval_s)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop evaluating; queued notifications get a few seconds to go out."""
+        """Stop evaluating and give the lease up; queued notifications get a few seconds to go out."""
         self._stop.set()
         self._thread.join(timeout)
+        if self.lease is not None and self.leads:
+            try:
+                self.lease.release(time.time_ns())
+            except InfluxError as e:
+                log.warning("alerts: could not release the evaluator lease (%s); a standby takes over in %.0f s",
+                            e, self.lease.ttl_ns / 1e9)
         self.notifier.stop(timeout=5.0)
-        release, self.on_release = self.on_release, (lambda: None)
-        release()
+        if self.alertmanager is not None:
+            self.alertmanager.stop(timeout=5.0)
 
     def _run(self) -> None:
         lower_thread_priority()
@@ -130,6 +149,8 @@ class AlertEvaluator:
         """Run one cycle at `now_ns` (default: now); return the transitions it made."""
         now_ns = time.time_ns() if now_ns is None else now_ns
         changes: list[tuple[Rule, Transition]] = []
+        if not self._take_turn(now_ns):
+            return changes          # standing by: the leader writes the status file
         try:
             if not self._restored:
                 self._restore()
@@ -142,11 +163,18 @@ class AlertEvaluator:
         errors: dict[str, str] = {}
         for rule in self.rules:
             try:
-                value = self.reader.value(rule, now_ns)
+                reading = self.reader.read(rule, now_ns)
             except InfluxError as e:
                 errors[rule.name] = f"InfluxDB: {e}"
                 continue
-            state, tr = advance(self.states.get(rule.name, AlertState()), rule.condition.breached(value), value,
+            value = reading.value
+            if value is None:
+                self.no_data_since.setdefault(rule.name, now_ns)
+            else:
+                self.no_data_since.pop(rule.name, None)
+                self.series[rule.name] = dict(reading.labels)
+            breached = breach_of(rule.condition.breached(value), value is not None, rule.nodata)
+            state, tr = advance(self.states.get(rule.name, AlertState()), breached, value,
                                 now_ns, rule.for_s, self.resolved_hold_s)
             self.states[rule.name] = state
             if tr is not None:
@@ -161,14 +189,48 @@ class AlertEvaluator:
                 self.notifier.submit(Notification(rule.name, tr.state, rule.webhook, build_payload(rule, tr)))
         if points:
             self.sink.add(points)
+        if self.alertmanager is not None:
+            self.alertmanager.observe(self.rules, self.states, changes, self.series, self.namespace.id, now_ns)
         self.errors = errors
         self._write_status(now_ns)
         return changes
 
+    @property
+    def leads(self) -> bool:
+        """Return whether this evaluator evaluates (it holds the lease, or runs without one)."""
+        return self.lease is None or self.lease.leads(self.leader)
+
+    def _take_turn(self, now_ns: int) -> bool:
+        """Renew the lease; return whether this evaluator leads this cycle (always, without a lease)."""
+        if self.lease is None:
+            return True
+        was = self.leads if self._role is not None else None
+        try:
+            self.leader = self.lease.renew(now_ns)
+        except InfluxError as e:
+            self.leader = None
+            self._load_rules(now_ns)                 # the status names the rules left unevaluated
+            self.errors = {r.name: f"InfluxDB: {e}" for r in self.rules}
+            log.warning("alerts: cannot reach InfluxDB for the evaluator lease (%s); not evaluating", e)
+            self._write_status(now_ns)
+            return False
+        if self.leads and not was:
+            # another evaluator may have moved the states on while this one stood by
+            self._restored = False
+            log.info("alerts: this process evaluates namespace %s", self.namespace.id)
+        elif not self.leads and was is not False and self.leader is not None:
+            log.info("alerts: %s evaluates namespace %s; this process stands by", self.leader.process,
+                     self.namespace.id)
+        if self.leader is not None or self._role is not None:
+            self._role = self.leads
+        return self.leads
+
     def _write_status(self, now_ns: int) -> None:
         doc = {"pid": os.getpid(), "host": socket.gethostname(), "interval_s": self.interval_s,
+               "holder": self.lease.holder if self.lease is not None else None,
                "last_cycle_ns": now_ns, "namespace": self.namespace.id, "rules": len(self.rules),
                "errors": self.errors,
+               "no_data_since": {r.name: self.no_data_since[r.name] for r in self.rules if r.name in self.no_data_since},
                "webhooks": {"sent": self.notifier.sent, "failed": self.notifier.failed,
                             "dropped": self.notifier.dropped, "pending": self.notifier.pending()}}
         try:
@@ -188,22 +250,14 @@ def read_status(rules_path: Path) -> dict | None:
         return None
 
 
-def _take_lock(path: Path) -> int | None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
-
-
 def start_evaluator(state_dir: Path | None, sink, *, client: InfluxClient | None = None,
                     interval_s: float | None = None, rules_path: Path | None = None,
                     webhook_policy: WebhookPolicy | None = None,
                     settings: AlertSettings | None = None) -> AlertEvaluator | None:
-    """Start the evaluator of the state folder's rules, or return None if one runs already.
+    """Start an evaluator of the state folder's rules under the namespace's lease; None if it cannot.
+
+    Every process that calls this runs one; the lease (alerts.lease) has exactly one of a
+    namespace's evaluators evaluate at a time, and a standby take over when it stops or dies.
 
     Rules file, interval and webhook allow-list come from `settings` (the caller's entry
     point built it) unless given one by one; a library caller giving neither gets them
@@ -212,21 +266,15 @@ def start_evaluator(state_dir: Path | None, sink, *, client: InfluxClient | None
     if settings is None:
         settings = AlertSettings.from_env(state_dir=state_dir)
     path = Path(rules_path) if rules_path is not None else settings.rules_path
-    fd = _take_lock(path.with_name("evaluator.lock"))
-    if fd is None:
-        log.warning("alerts: another evaluator holds %s; this process does not evaluate",
-                    path.with_name("evaluator.lock"))
-        return None
     if interval_s is None:
         interval_s = settings.interval_s
     if webhook_policy is None:
         webhook_policy = settings.lenient_webhook_policy()
     try:
         ev = AlertEvaluator(RuleStore(path), client or InfluxClient(InfluxConfig.from_env()), sink,
-                            interval_s=interval_s, webhook_policy=webhook_policy)
+                            interval_s=interval_s, webhook_policy=webhook_policy,
+                            alertmanager=sender_from_settings(settings, interval_s), lease=True)
     except ValueError as e:                   # e.g. a damaged namespace file: the job runs on, unevaluated
         log.error("alerts: not evaluating %s: %s", path, e)
-        os.close(fd)
         return None
-    ev.on_release = lambda: os.close(fd)
     return ev.start()

@@ -29,8 +29,8 @@ FIELD_ERROR_TRACE = "error_trace"           # the trace lines naming the user's 
 
 #: How often a monitor rewrites `last_seen_ns` of each running run.
 HEARTBEAT_S = 5.0
-#: A running run not heard from for this long is lost (several missed heartbeats and a flush).
-LOST_AFTER_S = 30.0
+#: A running run not heard from for this long is lost (three missed heartbeats).
+LOST_AFTER_S = 15.0
 
 
 def run_status(status: str | None, last_seen_ns: int | None, now_ns: int, lost_after_s: float = LOST_AFTER_S) -> str:

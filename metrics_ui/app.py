@@ -25,11 +25,12 @@ from dash import _callback
 from flask import Flask, request
 
 from alerts.history import AlertHistory
+from alerts.service import start_alerts
 from alerts.settings import AlertSettings
 from alerts.store import RuleStore
 
 from collector.influx import InfluxClient, InfluxConfig
-from collector.settings import env_values
+from collector.settings import default_state_dir, env_values
 
 from metrics_ui import alerts_banner, components, compress, http_guard, plotly_bundle, polyfill
 from metrics_ui.auth import AuthConfig, check_bind
@@ -164,6 +165,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "needs MS_UI_TOKEN or MS_UI_USER/MS_UI_PASSWORD)")
     parser.add_argument("--port", type=int, default=env.port,
                         help="port (default 8050)")
+    parser.add_argument("--no-alerts", dest="evaluate", action="store_false",
+                        help="do not evaluate the alert rules in this process (another process of the product, "
+                             "or `marketspread alerts serve`, does)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -184,10 +188,16 @@ def run(args: argparse.Namespace) -> int:
                  shown, port, config.influx,
                  "credentials required" if config.auth.enabled else "no credentials: this machine only",
                  limits.threads, limits.connection_limit, limits.timeout_s)
+    # rules are evaluated while the dashboard runs (one evaluator per namespace: alerts.lease)
+    evaluating = start_alerts(config.influx, config.alerts, default_state_dir() / "metrics-spool" / "ui-alerts") \
+        if getattr(args, "evaluate", True) else None
     try:
         serve(app.server, args.host, args.port, limits, keep_proxy_headers=config.auth.proxy_hops > 0,
               on_ready=ready)
     except OSError as e:                  # the port is taken, the address is not this machine's
         print(f"marketspread ui: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
         return 2
+    finally:
+        if evaluating is not None:
+            evaluating.stop()
     return 0
