@@ -21,9 +21,11 @@ from pathlib import Path
 from collector.influx import InfluxClient, InfluxConfig, InfluxError, InfluxWriter
 from collector.names import check_name
 
+from alerts.evaluate import NODATA_POLICIES
 from alerts.evaluator import read_status, start_evaluator
 from alerts.history import AlertHistory
 from alerts.job_names import NEW_JOB_FLAG
+from alerts.lease import Lease, leader_of
 from alerts.namespace import load_namespace
 from alerts.rules import CONDITION_HELP, SEVERITY_HELP, Rule, format_duration, redact_url
 from alerts.scope_names import check_rules
@@ -63,6 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                      "(public addresses only, unless MS_WEBHOOK_ALLOW allows it)")
     p.add_argument("--muted", action="store_true", help="add it muted (evaluated, not notified)")
     p.add_argument("--severity", help=f"the severity label sent to Alertmanager: {SEVERITY_HELP}")
+    p.add_argument("--nodata", choices=NODATA_POLICIES,
+                   help="while the scope reports nothing: keep the state (default; a firing alert stays firing), "
+                        "ok (resolve) or alerting (fire after --for)")
     p.add_argument("--replace", action="store_true", help="replace a rule of the same name")
     _add_new_job(p)
     p.set_defaults(alerts_func=_add)
@@ -107,6 +112,7 @@ def _list(args, store: RuleStore) -> int:
     states, note = _current_states(store, args.influx)
     status = read_status(store.path)
     errors = (status or {}).get("errors", {})
+    no_data = (status or {}).get("no_data_since", {})
     for r in rules:
         state = states.get(r.name, "OK" if note is None else "?")
         flags = " (muted)" if r.muted else ""
@@ -114,16 +120,36 @@ def _list(args, store: RuleStore) -> int:
         print(f"{r.name:<20} {state:<9}{flags} {r.summary()}{hook}")
         if r.name in errors:
             print(f"{'':<20} error: {errors[r.name]}")
+        if r.name in no_data:
+            since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(int(no_data[r.name]) / 1e9))
+            print(f"{'':<20} no data since {since}: {state} kept (nodata: {r.nodata})")
     if note:
         print(note, file=sys.stderr)
-    if status is None:
-        print("no evaluator has run yet: start a job with metrics on, or `marketspread alerts serve`",
-              file=sys.stderr)
-    else:
-        age = max(0.0, (time.time_ns() - int(status.get("last_cycle_ns", 0))) / 1e9)
-        print(f"evaluator pid {status.get('pid')} on {status.get('host')}: last cycle {age:.0f} s ago",
-              file=sys.stderr)
+    print(_evaluator_line(store, args.influx, args.alerts.interval_s, status), file=sys.stderr)
     return 0
+
+
+def _evaluator_line(store: RuleStore, influx: InfluxConfig, interval_s: float, status: dict | None) -> str:
+    """Return which process evaluates this folder's rules: the lease's leader, else the status file's."""
+    try:
+        now = time.time_ns()
+        holders = Lease(InfluxClient(influx), load_namespace(store.path).id, interval_s).holders(now)
+    except (InfluxError, ValueError):
+        holders = None
+    if holders:
+        lead = leader_of(holders)
+        others = len(holders) - 1
+        return (f"evaluated by {lead.process} (heard from {max(0.0, (now - lead.seen_ns) / 1e9):.0f} s ago)"
+                + (f"; {others} other process{'es' if others > 1 else ''} standing by" if others else ""))
+    last = ""
+    if status is not None:
+        age = max(0.0, (time.time_ns() - int(status.get("last_cycle_ns", 0))) / 1e9)
+        last = f"evaluator pid {status.get('pid')} on {status.get('host')}: last cycle {age:.0f} s ago"
+    if holders is None and last:                # InfluxDB unreachable: the status file is all there is
+        return last
+    return ("no evaluator is running: rules are evaluated while the dashboard (marketspread ui), a monitored "
+            "job (monitor(), marketspread watch), marketspread job or marketspread alerts serve runs"
+            + (f" (the last: {last})" if last else ""))
 
 
 def _current_states(store: RuleStore, influx: InfluxConfig) -> tuple[dict[str, str], str | None]:
@@ -139,7 +165,7 @@ def _add(args, store: RuleStore) -> int:
     d = {"name": args.name, "condition": args.condition, "step": args.step, "pipeline": args.pipeline,
          "worker": args.worker, "job": args.job, "query": args.query, "source": args.source,
          "operator": args.operator, "app": args.app, "executor": args.executor, "window": args.window, "for": args.for_,
-         "webhook": args.webhook, "muted": args.muted, "severity": args.severity}
+         "webhook": args.webhook, "muted": args.muted, "severity": args.severity, "nodata": args.nodata}
     rule = Rule.from_dict({k: v for k, v in d.items() if v is not None})
     notes = _check_webhooks([rule], args.alerts) + _check_scope_names([rule], args.influx, args.new_job)
     new = store.put(rule, replace=args.replace)

@@ -105,7 +105,7 @@ class AlertEvaluator:
         """Stop evaluating and give the lease up; queued notifications get a few seconds to go out."""
         self._stop.set()
         self._thread.join(timeout)
-        if self.lease is not None and self.leads:
+        if self.lease is not None:                  # a standby too: it is no candidate any more
             try:
                 self.lease.release(time.time_ns())
             except InfluxError as e:

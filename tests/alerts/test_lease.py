@@ -90,3 +90,30 @@ def test_without_influxdb_no_one_evaluates_and_the_status_says_why(tmp_path):
                         interval_s=1.0, lease=True)
     assert ev.evaluate_once() == [] and not ev.leads
     assert read_status(store.path)["errors"]["slow"].startswith("InfluxDB")
+
+
+def test_alerts_list_names_the_process_that_evaluates_and_a_rule_kept_without_data(tmp_path, influx_client,
+                                                                                     monkeypatch, capsys):
+    from alerts.evaluator import start_evaluator
+    from marketspread.cli import main
+    for k, v in influx_client.config.as_env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("MS_ALERTS_FILE", raising=False)
+    state = tmp_path / "state"
+    RuleStore(state / "alerts" / "rules.json").put(
+        Rule.from_dict({"name": "quiet", "condition": "rows_behind > 1M", "job": "nobody"}))
+    evs = [start_evaluator(state, _DirectSink(influx_client), client=influx_client, interval_s=0.2) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 20
+        while not any(ev.leads and ev.no_data_since for ev in evs) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)
+        assert main(["alerts", "--state-dir", str(state), "list"]) == 0
+        out = capsys.readouterr()
+        assert "evaluated by" in out.err and "1 other process standing by" in out.err
+        assert "no data since" in out.out and "(nodata: keep)" in out.out
+    finally:
+        for ev in evs:
+            ev.stop()
+    assert main(["alerts", "--state-dir", str(state), "list"]) == 0
+    assert "no evaluator is running" in capsys.readouterr().err
