@@ -130,10 +130,15 @@ def _row(rule: Rule, state: str, error: str | None, last: NotificationRecord | N
                        _button("delete", rule.name, "delete")], className="row-actions")]
 
 
+def _no_data_text(since_ns) -> str:
+    """Say since when a rule's scope has reported nothing (its state is kept, or follows its nodata)."""
+    return "no data since " + time.strftime("%H:%M:%S", time.localtime(int(since_ns) / 1e9))
+
+
 def _evaluator_text(status: dict | None) -> str:
     if status is None:
-        return ("No evaluator has run yet: rules are evaluated by a job with metrics on "
-                "or by `marketspread alerts serve`.")
+        return ("No evaluator has run yet: rules are evaluated while the dashboard (`marketspread ui`), a "
+                "monitored job or `marketspread alerts serve` runs, by one of them at a time.")
     age = max(0.0, (time.time_ns() - int(status.get("last_cycle_ns", 0))) / 1e9)
     interval = float(status.get("interval_s", 5))
     hooks = status.get("webhooks", {})
@@ -169,7 +174,9 @@ def refresh_alerts(_n, _version, last_digest):
     except ValueError as e:                   # the folder's namespace file, unreadable
         current, last = {}, {}
         banner = c.warning_banner(str(e))
-    shown = [(r, current[r.name].state if r.name in current else "OK", errors.get(r.name), last.get(r.name))
+    no_data = (status or {}).get("no_data_since", {})
+    shown = [(r, current[r.name].state if r.name in current else "OK",
+              errors.get(r.name) or (_no_data_text(no_data[r.name]) if r.name in no_data else None), last.get(r.name))
              for r in rules]
     # Re-render only on change: a table replaced every tick would swallow a click on its buttons.
     digest = hashlib.sha1(json.dumps([(r.to_dict(), st, err, n) for r, st, err, n in shown],
