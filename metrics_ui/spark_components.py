@@ -38,7 +38,11 @@ ROW_NAMES = {QUERY_BATCHES: "batches", QUERY_SOURCES: "sources", QUERY_STATE: "s
 ROW_LABELS = {QUERY_BATCHES: "Batch duration against the trigger over time", QUERY_SOURCES: "Rows per source over time",
               QUERY_STATE: "State rows and watermark delay over time", QUERY_EXECUTORS: "Heap and GC time over time"}
 HIDDEN = {"display": "none"}
-SOURCES_HEADER = ("source", "rows in range", "input rows/s", "processed rows/s", "rows behind", "files behind")
+SOURCES_HEADER = ("source", "rows in range", "input rows/s\nover the range", "processed rows/s\nover batch time",
+                  "rows behind\nnewest", "files behind\nnewest")
+SOURCES_NOTE = ("Rates over the range: input rows/s is the rows of the range's batches divided by the seconds of the "
+                "range the run covers (from its start, to its newest batch's end); processed rows/s divides them by "
+                "the time those batches took, as Spark's processedRowsPerSecond does for one batch.")
 STATE_HEADER = ("operator", "rows held", "memory", "late rows in range")
 EXECUTORS_HEADER = ("executor", "heap used", "heap max", "GC time", "task CPU", "running tasks", "shuffle read",
                     "shuffle written")
@@ -123,7 +127,8 @@ def sources_section(view: SourceView, frame: Frame, generic: bool) -> Section:
         return _not_reported(QUERY_SOURCES, "Sources", generic, "per-source figures")
     rows = [[s.source, f"{s.rows:,}", fmt_count(s.input_rows_per_s, 1), fmt_count(s.processed_rows_per_s, 1),
              fmt_count(s.rows_behind), fmt_count(s.files_behind)] for s in view.latest]
-    return Section(_section(QUERY_SOURCES, "Sources", [table(SOURCES_HEADER, rows, f"{QUERY_SOURCES}-table")]),
+    return Section(_section(QUERY_SOURCES, "Sources", [table(SOURCES_HEADER, rows, f"{QUERY_SOURCES}-table")],
+                            note=SOURCES_NOTE),
                    {f"{QUERY_SOURCES}-rates": lambda: frame.axes(qf.sources_figure(
                        view.input_rate, view.processed_rate, view.behind,
                        "Rows/s per source (processed dashed, behind dotted)"))})
@@ -209,10 +214,14 @@ BUILDERS = {QUERY_SOURCES: sources_section, QUERY_BATCHES: batches_section, QUER
             QUERY_EXECUTORS: executors_section}
 
 
-def read_section(store, section: str, run: str, status: TimeRange, interval_s: int, app: str | None):
-    """Read one section's typed view over `status` (None: executors of an application with no id)."""
+def read_section(store, section: str, run: str, status: TimeRange, interval_s: int, app: str | None,
+                 rates: TimeRange | None = None):
+    """Read one section's typed view over `status` (None: executors of an application with no id).
+
+    `rates`: what the sources' rates are over (the part of `status` the run covers; `status` by default).
+    """
     if section == QUERY_SOURCES:
-        return store.source_view(run, status, interval_s)
+        return store.source_view(run, status, interval_s, rates)
     if section == QUERY_BATCHES:
         return store.query_batch_view(run, status, interval_s)
     if section == QUERY_STATE:

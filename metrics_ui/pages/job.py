@@ -25,6 +25,7 @@ from collector.influx import InfluxError
 from metrics_ui import chart_rows as rows
 from metrics_ui import components as c
 from metrics_ui import figures
+from metrics_ui import run_end
 from metrics_ui import spark_components as sc
 from metrics_ui import status_panels as sp
 from collector.query.panels import Marker
@@ -87,8 +88,8 @@ def layout(run_id: str | None = None, **query) -> html.Div:
     main = _filled(_job_outputs(run, q.choice, q.from_date, q.from_time, q.to_date, q.to_time, {}, url_error, {},
                                 tick=False),
                    ("", "status", "", figures.empty_figure("Throughput"), figures.empty_figure("Start-to-end latency"),
-                    None, None, None, None, False, None, {}))
-    (title, title_class, summary, throughput, percentiles, steps, pipelines, workers, banner, live, window,
+                    None, None, None, [], None, False, None, {}))
+    (title, title_class, summary, throughput, percentiles, steps, pipelines, workers, ended, banner, live, window,
      digests) = main
     opened = asked if asked is not None else default_open(window)
     is_open = {row: name in opened for name, row in ROWS.items()}
@@ -107,6 +108,7 @@ def layout(run_id: str | None = None, **query) -> html.Div:
         dcc.Store(id=JOB_ROWS_URL),
         html.Div([dcc.Link("← runs", href="/"), html.H2(["Run ", html.Code(run)]),
                   html.Span(title, id=JOB_TITLE, className=title_class)], className="page-head"),
+        html.Div(ended, id=run_end.JOB_END),
         c.page_controls(JOB_RANGE, q),
         html.Div(banner, id=JOB_BANNER),
         html.P(summary, id=JOB_SUMMARY, className="summary"),
@@ -169,7 +171,16 @@ def _window(rng: TimeRange, interval: int, revision: str, markers: list[Marker],
             "shown": [shown.start_ns, shown.end_ns], "tick": tick,
             "steps": list(info.steps) if info else list(MARKET_SPREAD_STEPS),
             "generic": bool(info and _generic(info)), "app": info.app_id if info else None,
-            "stepless": bool(info and _stepless(info))}
+            "stepless": bool(info and _stepless(info)), "rates": list(_rate_span(rng.start_ns, status_end, info))}
+
+
+def _rate_span(start_ns: int, end_ns: int, info: RunInfo | None) -> TimeRange:
+    """Return what the sources' rates are over: the range read, from the run's start to its newest batch's end."""
+    if info is None:
+        return TimeRange(start_ns, end_ns)
+    start = max(start_ns, info.first_ns)
+    end = min(end_ns, info.last_batch_end_ns) if info.last_batch_end_ns is not None else end_ns
+    return TimeRange(start, end) if end > start else TimeRange(start_ns, end_ns)
 
 
 def _generic(info: RunInfo) -> bool:
@@ -190,14 +201,14 @@ def _unreadable(error: InfluxError) -> tuple:
     """
     empty = c.table(c.STATS_HEADER, [], empty=c.UNREADABLE)
     return ("", "status", "", figures.empty_figure("Throughput", c.UNREADABLE),
-            figures.empty_figure("Start-to-end latency", c.UNREADABLE), empty, empty, empty,
+            figures.empty_figure("Start-to-end latency", c.UNREADABLE), empty, empty, empty, [],
             c.influx_error_banner(error), True, {"empty": c.UNREADABLE}, {})
 
 
 @callback(Output(JOB_TITLE, "children"), Output(JOB_TITLE, "className"), Output(JOB_SUMMARY, "children"),
           Output(JOB_THROUGHPUT, "figure"), Output(JOB_PERCENTILES, "figure"),
           Output(JOB_STEPS, "children"), Output(JOB_PIPELINES, "children"), Output(JOB_WORKERS, "children"),
-          Output(JOB_BANNER, "children"), Output(JOB_LIVE, "data"), Output(JOB_WINDOW, "data"),
+          Output(run_end.JOB_END, "children"), Output(JOB_BANNER, "children"), Output(JOB_LIVE, "data"), Output(JOB_WINDOW, "data"),
           Output(JOB_DIGESTS, "data"),
           Input(JOB_INTERVAL, "n_intervals"), *c.range_inputs(JOB_RANGE), State(JOB_RUN, "data"),
           State(JOB_DIGESTS, "data"), State(JOB_URL_ERROR, "data"), State(JOB_HIDDEN, "data"),
@@ -210,13 +221,13 @@ def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests
 
 def _job_outputs(run, choice, from_date, from_time, to_date, to_time, digests, url_error, hidden, tick: bool) -> tuple:
     """Return `refresh_job`'s outputs (the page's first layout has them too); `tick`: charts may go as a Patch."""
-    keep = [dash.no_update] * 8
+    keep = [dash.no_update] * 9
     try:
         check_name(run, "run id")
     except ValueError as e:
         empty = c.table(c.STATS_HEADER, [], empty="no such run")
         return ("bad run id", "status", "", figures.empty_figure("Throughput", "no such run"),
-                figures.empty_figure("Start-to-end latency", "no such run"), empty, empty, empty,
+                figures.empty_figure("Start-to-end latency", "no such run"), empty, empty, empty, [],
                 c.warning_banner(str(e)), False, None, {})
     try:
         store, now = c.store(), c.now_ns()
@@ -225,7 +236,7 @@ def _job_outputs(run, choice, from_date, from_time, to_date, to_time, digests, u
             empty = c.table(c.STATS_HEADER, [])
             return ("no data yet", "status", "no data yet for this run",
                     figures.empty_figure("Throughput"), figures.empty_figure("Start-to-end latency"),
-                    empty, empty, empty, None, True, None, {})
+                    empty, empty, empty, [], None, True, None, {})
         try:
             rng = c.picked_range(choice, info.anchor_ns(now), from_date, from_time, to_date, to_time)
         except ValueError as e:
@@ -243,12 +254,12 @@ def _job_outputs(run, choice, from_date, from_time, to_date, to_time, digests, u
     for row in step_rows:
         row[0] = dcc.Link(row[0], href=f"/step/{quote(run, safe='')}/{quote(row[0], safe='')}")
     summary = (f"{view.events:,} events start-to-end in the range · {info.events:,} in the whole run · "
-               f"{'live' if info.live else 'finished'}")
+               f"{run_end.end_text(info) or info.status}")
     throughput_title, latency_title = "Throughput (start-to-end, per pipeline)", "Start-to-end latency (max over workers)"
     if _generic(info):
         summary = (f"query {info.query_id or '—'} · {info.events:,} input rows in the whole run · "
                    + (f"{view.events:,} through step {end_step} in the range · " if view.events else "")
-                   + ("live" if info.live else info.status))
+                   + (run_end.end_text(info) or info.status))
         throughput_title = f"Throughput (step {end_step}, per query)"
         latency_title = f"Latency of step {end_step} (max over workers)"
     no_steps = ("no latency steps recorded by this query (record_latency, timed_step)"
@@ -270,6 +281,8 @@ def _job_outputs(run, choice, from_date, from_time, to_date, to_time, digests, u
                    id=JOB_PIPELINES + "-step"),
             c.table(c.STATS_HEADER, c.stats_rows(view.pipelines), JOB_PIPELINES + "-table")]),
         "workers": (view.workers, lambda: c.table(c.STATS_HEADER, c.stats_rows(view.workers), JOB_WORKERS + "-table")),
+        "end": ((info.status, info.ended_ns, info.error, info.seen_ns if info.status == "lost" else None),
+                lambda: run_end.end_panel(info)),
     }, digests, patch=("throughput", "percentiles"), scope="job", tick=tick)
     return (*changed, _url_banner(url_error), info.live,
             _window(rng, interval, revision, markers, status_end, shown, tick, info), digests)
@@ -294,7 +307,9 @@ def remember_hidden(_throughput, _percentiles, throughput_fig, percentiles_fig, 
 
 def _section_view(store, section: str, run: str, window: dict):
     """Read one section's typed view for the page's window (None: an application with no id)."""
-    return sc.read_section(store, section, run, sp.status_read(window), int(window["interval"]), window.get("app"))
+    rates = window.get("rates")
+    return sc.read_section(store, section, run, sp.status_read(window), int(window["interval"]), window.get("app"),
+                           TimeRange(int(rates[0]), int(rates[1])) if rates else None)
 
 
 def _frame(window: dict) -> sc.Frame:

@@ -1,9 +1,12 @@
-"""Runs page: every run, live or finished, with its status, timing, throughput, p99 and the
-alert rules firing on it (a rule without a job fires on every run).
+"""Runs page: every run with how it ended, its timing, throughput, p99 and the alert rules
+firing on it (a rule without a job fires on every run).
 
+A run's status is live, finished, stopped, failed (with its exception's class and message, the
+whole of it in the tooltip) or lost (when its driver was last heard from): `run_end`.
 A run is Market Spread's (events/s and start-to-end p99 from its latency histograms) or any
-monitored streaming query's, listed by its name with its query id: its throughput is Spark's
-own inputRowsPerSecond of its newest batch (rows/s), its p99 that of its last declared step.
+monitored streaming query's, listed by its name with its query id: its throughput is the rows of
+its batches that started in the 60 s before its newest batch's end, over 60 s (rows/s), its p99
+that of its last declared step.
 
 Throughput and p99 cover a run's last minute, or, for a performance-test run, its measurement
 window (warm-up excluded), the same figures the compare page judges; performance-test runs
@@ -18,9 +21,11 @@ from dash import Input, Output, callback, dcc, html
 from flask import current_app
 
 from collector.influx import InfluxError
+from collector.run_status import LOST_AFTER_S
 
 from metrics_ui import alerts_banner
 from metrics_ui import components as c
+from metrics_ui import run_end
 from collector.query.bench_runs import BenchStore
 from collector.query.series import START_TO_END, RunInfo
 
@@ -36,8 +41,14 @@ RUNS_PICK_BOX = "runs-pick-box"
 _HIDDEN = {"display": "none"}
 # "\n": where a long header breaks (th is white-space: pre-line), so the table fits a 1280-px window
 RUNS_HEADER = ("run", "status", "start (UTC)", "duration", "events",
-               "throughput\nlast min or test window", "p99 last step\nlast min or test window",
+               "throughput\nlast 60 s or test window", "p99 last step\nlast min or test window",
                "backpressure", "query id", "alerts firing")
+RUNS_NOTE = "runs-note"
+THROUGHPUT_NOTE = ("Throughput, last 60 s: for a query, the rows of its batches that started in the 60 s before its "
+                   "newest batch ended, divided by 60 s (by its length when it ran for less); for Market Spread, its "
+                   "start-to-end events in its last minute of data per second; for a performance test, over its "
+                   "measurement window. A lost run said it was running and then went quiet for "
+                   f"{LOST_AFTER_S:.0f} s: its driver was killed or lost.")
 #: Characters of a query id the table shows (a UUID's first group); the whole id is its tooltip.
 QUERY_ID_CHARS = 8
 
@@ -57,6 +68,7 @@ def layout(**_query) -> html.Div:
                  id=RUNS_PICK_BOX, className="compare-controls",
                  style=_HIDDEN if pick_style is dash.no_update else pick_style),
         html.Div(table, id=RUNS_TABLE),
+        html.P(THROUGHPUT_NOTE, className="note", id=RUNS_NOTE),
         dcc.Interval(id=RUNS_INTERVAL, interval=current_app.config["MS_UI"].refresh_ms, n_intervals=0),
     ])
 
@@ -74,7 +86,7 @@ def _firing_by_run(runs: list[RunInfo]) -> dict[str, list[str]]:
 def _row(r: RunInfo, firing: list[str]) -> list:
     start = datetime.fromtimestamp(r.first_ns / 1e9, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     return [dcc.Link(r.run, href=f"/run/{quote(r.run, safe='')}"),
-            html.Span(r.status, className=f"status status-{r.status}"), start,
+            run_end.status_cell(r), start,
             html.Span(c.fmt_duration(r.duration_s), title=f"{r.duration_s:,.0f} s"),
             f"{r.events:,}", _throughput(r), _p99(r),
             html.Span(r.backpressure or "—", className=f"bp bp-{(r.backpressure or 'none').lower()}"),
@@ -84,7 +96,7 @@ def _row(r: RunInfo, firing: list[str]) -> list:
 
 def _throughput(r: RunInfo) -> str:
     """Return the run's throughput with its unit: Market Spread's events/s, any other query's rows/s
-    (Spark's inputRowsPerSecond); one column holds both, so each cell names its own."""
+    (the rows of its last 60 s of batches / 60 s); one column holds both, so each cell names its own."""
     return "—" if r.throughput_eps is None else f"{c.fmt_rate(r.throughput_eps)} {r.throughput_unit}"
 
 
