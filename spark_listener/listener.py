@@ -380,7 +380,9 @@ class SparkMetricsListener(JsonEventsListener):
             st.recent.popleft()
         if st.trigger_ms is None and st.batches == 1 and self.query_info_fn is not None:
             self._query_info(st, rec.query_id)      # its start came before the query was registered
-        out.append(progress_point(rec, self.dropped, st.trigger_ms))
+        # the first batch of a run seen from its start plans the query on a cold JVM: batch rules skip it
+        startup = st.floor_ns is not None and st.batches == 1
+        out.append(progress_point(rec, self.dropped, st.trigger_ms, startup))
         out.extend(source_points(rec))
         out.extend(state_points(rec))
         if self.batch_hook is not None:

@@ -112,7 +112,9 @@ def test_events_become_runs_progress_and_backpressure_points():
     assert [p.fields["events"] for p in prog] == [1000, 2000]
     assert sum(p.fields["events"] for p in prog) == 3000
     ids = {"query_id": str(QID), "run_id": str(RID)}
-    assert dict(prog[0].tags) == {"run": "r1", "query": "market-spread", **ids} and prog[0].time_ns == T0_NS + S
+    assert dict(prog[0].tags) == {"run": "r1", "query": "market-spread", **ids, "phase": "startup"}
+    assert prog[0].time_ns == T0_NS + S
+    assert dict(prog[1].tags) == {"run": "r1", "query": "market-spread", **ids}     # steady from the second batch
     f = prog[1].fields
     assert isinstance(f["events"], int) and isinstance(f["addBatch_ms"], int)
     assert f["input_events_per_s"] == pytest.approx(4000.0) and f["processed_events_per_s"] == pytest.approx(4000.0)
@@ -206,6 +208,7 @@ def test_attached_after_start_marks_the_run_from_its_first_batch():
     assert runs[0].time_ns == runs[1].time_ns == T0_NS + 3 * S
     # no known start: a full 10 s window, not a 100 % busy first batch
     assert w.measurement("backpressure")[0].fields["busy_share"] == pytest.approx(0.04)
+    assert "phase" not in w.measurement("spark_progress")[0].tags     # not the run's first batch: no start-up
 
 
 def test_bad_events_are_counted_logged_once_and_never_raise(caplog):
