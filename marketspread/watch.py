@@ -1,14 +1,20 @@
 """`marketspread watch -- job.py [args]`: run a user's PySpark script with the monitor attached.
 
 The script never imports this project. Before it runs, `SparkSession.Builder.getOrCreate`
-is wrapped: the first session the script builds gets the Spark properties that send
-Spark's own metrics (executors' JVM heap, GC, CPU, tasks, shuffle) to the monitor's
-relay, unless the script set a metrics sink itself, and then `monitor()` is attached to
-it, so every streaming query the script starts is followed from its first batch. The
-script runs in this process as `python job.py args` would run it (`__main__`, its own
-`sys.argv` and folder on `sys.path`); its exit code is the command's. Settings are the
-same as every other command's (`MS_STATE_DIR`, `MS_INFLUX_URL`, `MS_INFLUX_DB`,
-credentials: docs/METRICS.md).
+is wrapped: each session the script builds (a second one after `spark.stop()` too) gets
+the Spark properties that send Spark's own metrics (executors' JVM heap, GC, CPU, tasks,
+shuffle) to a monitor's relay, unless the script set a metrics sink itself, and then
+`monitor()` is attached to it, so every streaming query the script starts is followed
+from its first batch; a monitor stops with its session. The script runs in this process
+as `python job.py args` would run it (`__main__`, its own `sys.argv` and folder on
+`sys.path`); its exit code is the command's. Settings are the same as every other
+command's (`MS_STATE_DIR`, `MS_INFLUX_URL`, `MS_INFLUX_DB`, credentials: docs/METRICS.md).
+
+Signals reach the script as they would under `python`: SIGINT raises KeyboardInterrupt,
+SIGTERM raises SystemExit in its main thread, so its `finally` blocks and `spark.stop()`
+run; then the monitors stop (the last intervals written, open runs ended stopped) and the
+command exits 130 or 143. A script that raises ends its open runs failed, with its
+exception as the reason.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import traceback
 from pathlib import Path
 
 from collector.names import InvalidName, check_name
+from marketspread.script_signals import ScriptSignals
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +44,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 class _Attach:
-    """Wrap `getOrCreate` so the script's first session gets the metrics sink and the monitor."""
+    """Wrap `getOrCreate` so each session the script builds gets the metrics sink and a monitor.
 
-    def __init__(self, run: str | None, conf: dict[str, str]):
-        self.run, self.conf = run, conf
-        self.monitor = None
+    `conf_fn()` returns the metrics sink's properties for a new session (a relay listening
+    already, adopted by its monitor); `{}` leaves the sink off.
+    """
+
+    def __init__(self, run: str | None, conf_fn):
+        self.run, self.conf_fn = run, conf_fn
+        self.monitors: list = []
         self.original = None
+
+    @property
+    def monitor(self):
+        """The monitor of the script's current session, while it runs."""
+        live = [m for m in self.monitors if m is not None and m.listener is not None]
+        return live[-1] if live else None
 
     def install(self) -> None:
         from pyspark.sql import SparkSession  # lazy: only `watch` needs PySpark in the CLI's process
@@ -50,14 +67,15 @@ class _Attach:
         attach = self
 
         def getOrCreate(builder):
-            if attach.monitor is None:
+            current = attach.monitor
+            if current is None:
                 options = getattr(builder, "_options", {})
                 if not any(k.startswith("spark.metrics.conf.") for k in options):
-                    for k, v in attach.conf.items():
+                    for k, v in attach.conf_fn().items():
                         builder.config(k, v)
             spark = attach.original(builder)
-            if attach.monitor is None:
-                attach.monitor = _start_monitor(spark, attach.run)
+            if current is None or current.spark.sparkContext is not spark.sparkContext:
+                attach.monitors.append(_start_monitor(spark, attach.run))
             return spark
 
         SparkSession.Builder.getOrCreate = getOrCreate
@@ -67,10 +85,13 @@ class _Attach:
             from pyspark.sql import SparkSession  # lazy: as in install
             SparkSession.Builder.getOrCreate = self.original
 
-    def stop(self) -> None:
-        if self.monitor is not None:
+    def stop(self, failure=None) -> None:
+        """Stop every monitor still running; `failure` ends their open runs failed with it."""
+        for m in self.monitors:
+            if m is None or m.listener is None:
+                continue
             try:
-                self.monitor.stop()
+                m.stop(failure=failure)
             except Exception:
                 log.exception("watch: stopping the monitor failed")
 
@@ -92,37 +113,77 @@ def watch(script: Path, args: list[str], run: str | None = None, executor_metric
         raise ValueError(f"{script}: no such script")
     if run is not None:
         check_name(run, "run")
-    conf: dict[str, str] = {}
+    conf_fn = dict
     if executor_metrics:
         from spark_listener.monitor import close_unused_relays, executor_metrics_conf  # lazy: PySpark only for `watch`
-        conf = executor_metrics_conf(metrics_host)
+        first = [executor_metrics_conf(metrics_host)]      # listening before the script runs
+
+        def conf_fn() -> dict[str, str]:
+            return first.pop() if first else executor_metrics_conf(metrics_host)
     # `python` takes its workers' interpreter only from PYSPARK_PYTHON (engine/spark/session.py):
     # this one, so the script's tasks can import what record_latency needs
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    attach = _Attach(run, conf)
+    attach = _Attach(run, conf_fn)
     attach.install()
+    signals = ScriptSignals(on_interrupt=_drop_main_py4j_connection).install()
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script), *args]
     sys.path.insert(0, str(script.resolve().parent))
     code = 0
+    failure = None
     try:
-        runpy.run_path(str(script), run_name="__main__")
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        if not isinstance(e.code, int) and e.code is not None:
-            print(e.code, file=sys.stderr)
-    except KeyboardInterrupt:
-        code = 130
-    except BaseException:
-        traceback.print_exc()
-        code = 1
+        try:
+            runpy.run_path(str(script), run_name="__main__")
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if not isinstance(e.code, int) and e.code is not None:
+                print(e.code, file=sys.stderr)
+        except KeyboardInterrupt:
+            code = 130
+        except BaseException as e:
+            traceback.print_exc()
+            failure = _failure_of(e)
+            code = 1
     finally:
         sys.argv, sys.path = saved_argv, saved_path
-        attach.stop()
+        signals.flushing()
+        attach.stop(failure)
         attach.uninstall()
         if executor_metrics:
             close_unused_relays()
+        signals.uninstall()
+    if signals.received and code == 0:
+        code = 128 + signals.received
     return code
+
+
+def _drop_main_py4j_connection() -> None:
+    """Leave the main thread's py4j connection to the call a signal interrupted; its next call opens another.
+
+    PySpark pins one connection to each thread; the JVM side of an interrupted call
+    (`awaitTermination()`) still runs and reads nothing more from it, so the script's
+    `query.stop()` on the same connection would wait for ever.
+    """
+    import socket
+
+    from pyspark import SparkContext  # lazy: PySpark, only once the script runs
+    gateway = SparkContext._gateway
+    client = getattr(gateway, "_gateway_client", None)
+    connection = client.get_thread_connection() if hasattr(client, "get_thread_connection") else None
+    sock = getattr(connection, "socket", None)
+    if sock is None:
+        return
+    connection.socket = connection.stream = None
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def _failure_of(exc: BaseException):
+    """The failure reason of the script's own exception (the same parser as a query's)."""
+    from spark_listener.monitor import failure_of  # lazy: PySpark only for `watch`
+    return failure_of(exc)
 
 
 def run(args) -> int:

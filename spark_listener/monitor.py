@@ -25,7 +25,9 @@ import atexit
 import json
 import logging
 import os
+import sys
 import threading
+import traceback
 import time
 from pathlib import Path
 
@@ -40,7 +42,7 @@ from collector.task_spool import SpoolBatch, collect_batch_figures, collect_unba
 from collector.vocabulary import LATENCY_UNCOUNTED, TAG_PIPELINE, TAG_RUN, TAG_STEP
 
 from spark_listener.executors import ExecutorWatch
-from spark_listener.failure import FailureReason
+from spark_listener.failure import FailureReason, parse_failure
 from spark_listener.latency import declared_steps
 from spark_listener.listener import SparkMetricsListener
 from spark_listener.records import BatchProgress
@@ -160,17 +162,22 @@ class SparkMonitor:
         """Stop the monitor first when its SparkContext stops (`spark.stop()` calls `sc.stop()`).
 
         A stopped session sends no termination events and its status store is gone, so the
-        monitor ends its open runs and takes its last figures while the context still runs.
+        monitor ends its open runs and takes its last figures while the context still runs
+        (stopped while an exception unwinds the job, a `finally:` block, they end failed with
+        it); the relay hears Spark's last metrics report as the context stops, then closes.
         Wrapped on this SparkContext object alone; `stop()` puts its own method back.
         """
         original = sc.stop
 
         def stop(*args, **kwargs):
             try:
-                self.stop()
+                self._detach(10.0, failure_of(sys.exc_info()[1]))
             except Exception:
                 log.exception("monitor: stopping with the session failed")
-            return original(*args, **kwargs)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.stop()
 
         try:
             sc.stop = stop
@@ -184,8 +191,21 @@ class SparkMonitor:
         `failure`: the reason the job itself failed (the script's exception): its open runs
         end failed with it; without it they end stopped.
         """
+        self._detach(timeout, failure)
+        if self._relay is not None:
+            self._relay.stop()
+            self._relay = None
+        if self._relay_writer is not None:
+            self._relay_writer.close(timeout)
+            self._relay_writer = None
+        if self._own_writer and self._writer is not None:
+            self._writer.close(timeout)
+            self._writer = None
+
+    def _detach(self, timeout: float, failure: FailureReason | None) -> None:
+        """Leave the session: end its open runs, write what is queued and the last intervals."""
         atexit.unregister(self.stop)
-        sc = self.spark.sparkContext if self.spark is not None else None
+        sc = self.spark.sparkContext
         if self._context_stop is not None:
             try:
                 del sc.stop                 # the context's own method again
@@ -210,21 +230,12 @@ class SparkMonitor:
             points += [latency_point(ih) for agg in self._aggregators.values() for ih in agg.drain(time.time_ns(), True)]
         if points and self._writer is not None:
             self._writer.add(points)
-        if self._relay is not None:
-            self._relay.stop()
-            self._relay = None
-        if self._relay_writer is not None:
-            self._relay_writer.close(timeout)
-            self._relay_writer = None
-        if self._own_writer and self._writer is not None:
-            self._writer.close(timeout)
-            self._writer = None
 
     def __enter__(self) -> "SparkMonitor":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.stop(failure=failure_of(exc))
 
     @property
     def listener(self) -> SparkMetricsListener | None:
@@ -327,6 +338,13 @@ class SparkMonitor:
         except (OSError, ValueError) as e:
             log.warning("monitor: executor metrics off: cannot listen on %s:%s for Spark's metrics sink (%s)",
                         host, port, e)
+
+
+def failure_of(exc: BaseException | None) -> FailureReason | None:
+    """The reason a job failed with `exc`; None for none, or for a stop asked for (SystemExit, Ctrl-C)."""
+    if exc is None or isinstance(exc, (SystemExit, KeyboardInterrupt, GeneratorExit)):
+        return None
+    return parse_failure("".join(traceback.format_exception(exc)))
 
 
 def _alive(sc) -> bool:

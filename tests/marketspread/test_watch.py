@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import ast
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -55,7 +57,9 @@ def test_watch_gives_an_unmodified_job_the_no_code_figures(influx_client, tmp_pa
     runs = _rows(influx_client, 'SELECT * FROM "runs" WHERE "run" = $run', run="plain-rate")
     assert len(runs) == 1
     run = runs[0]
-    assert (run["status"], run["query_id"], run["app_id"]) == ("finished", spark_own["id"], spark_own["app_id"])
+    assert (run["status"], run["query_id"], run["app_id"]) == ("stopped", spark_own["id"], spark_own["app_id"])
+    assert run["last_seen_ns"] >= run["start_ns"] and run["end_ns"] > run["start_ns"]
+    assert "a poll failed" not in done.stderr          # the executor watch ends quietly with the session
     assert run["trigger_ms"] == 500 and run["batches"] == len(progress)
 
     # every batch Spark reported, with Spark's own figures
@@ -142,8 +146,81 @@ def test_influxdb_down_never_fails_the_watched_job(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MS_")}
     env.update(MS_INFLUX_URL="http://127.0.0.1:9", MS_STATE_DIR=str(tmp_path / "state"), PYSPARK_PYTHON=sys.executable)
     out = tmp_path / "progress.json"
-    done = _watch(env, "--", str(PLAIN_JOB), "--seconds", "5", "--out", str(out), "--checkpoint", str(tmp_path / "ck"))
+    done = _watch(env, "--", str(PLAIN_JOB), "--seconds", "8", "--out", str(out), "--checkpoint", str(tmp_path / "ck"))
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(out.read_text())["progress"]
     spools = list((tmp_path / "state" / "metrics-spool").glob("monitor-*"))
     assert spools and any(f.is_file() for d in spools for f in d.rglob("*"))      # kept for when it returns
+
+
+# ---------------------------------------------------------------------------------------------
+# every end of a watched job: a signal, the script raising, a second session
+
+LIFECYCLE_JOB = Path(__file__).parent / "data" / "lifecycle_job.py"
+
+
+def _runs(client: InfluxClient, query: str) -> list[dict]:
+    return _rows(client, 'SELECT * FROM "runs" WHERE "query" = $query', query=query)
+
+
+@pytest.mark.slow                  # a Spark application in a child process, ~25 s
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_reaches_the_script_and_the_monitor_flushes_before_watch_exits(influx_client, tmp_path, sig, code):
+    """SIGTERM or SIGINT to `watch`: the script's `finally` runs (its query stopped, its
+    progress saved, its session stopped), every batch Spark reported is in InfluxDB, the run
+    ended stopped, and the command exits with the signal's conventional code."""
+    out = tmp_path / "progress.json"
+    proc = subprocess.Popen([sys.executable, "-m", "marketspread", "watch", "--", str(LIFECYCLE_JOB), "--mode",
+                             "endless", "--out", str(out), "--checkpoint", str(tmp_path / "ck")],
+                            cwd=ROOT, env=_env(influx_client, tmp_path / "state"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "READY"
+        time.sleep(1.0)                # batches after the last flush of the writer
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, err[-3000:]
+    (query,) = json.loads(out.read_text())["queries"]
+    (run,) = _runs(influx_client, "endless")
+    assert run["status"] == "stopped" and run["end_ns"] > run["start_ns"]
+    assert (run["query_id"], run["run_id"]) == (query["id"], query["run_id"])
+    assert run["batches"] == len(query["progress"])
+    points = _rows(influx_client, 'SELECT * FROM "spark_progress" WHERE "query" = $query', query="endless")
+    assert sorted(p["batch_id"] for p in points) == [p["batchId"] for p in query["progress"]]
+    assert {(p["query_id"], p["run_id"]) for p in points} == {(query["id"], query["run_id"])}
+    assert "a poll failed" not in err
+
+
+@pytest.mark.slow                  # a Spark application in a child process, ~20 s
+def test_a_script_that_raises_ends_its_running_query_failed_with_the_scripts_reason(influx_client, tmp_path):
+    out = tmp_path / "progress.json"
+    done = _watch(_env(influx_client, tmp_path / "state"), "--", str(LIFECYCLE_JOB), "--mode", "raise",
+                  "--out", str(out), "--checkpoint", str(tmp_path / "ck"))
+    assert done.returncode == 1 and "RuntimeError: the job gave up: quota exceeded" in done.stderr
+    (run,) = _runs(influx_client, "abandoned")
+    assert run["status"] == "failed" and run["end_ns"] > run["start_ns"]
+    assert run["error"] == "RuntimeError: the job gave up: quota exceeded"
+    assert run["error_trace"].splitlines()[-1].endswith('raise RuntimeError("the job gave up: quota exceeded")')
+    assert "lifecycle_job.py:" in run["error_trace"] and "runpy" not in run["error_trace"]
+
+
+@pytest.mark.slow                  # two Spark sessions in a child process, ~35 s
+def test_a_second_session_is_monitored_and_the_first_monitor_stops_with_its_session(influx_client, tmp_path):
+    out = tmp_path / "progress.json"
+    done = _watch(_env(influx_client, tmp_path / "state"), "--", str(LIFECYCLE_JOB), "--mode", "two-sessions",
+                  "--out", str(out), "--checkpoint", str(tmp_path / "ck"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    (second,) = json.loads(out.read_text())["queries"][1:]
+    (first_run,) = _runs(influx_client, "first-session")
+    (second_run,) = _runs(influx_client, "second-session")
+    assert first_run["status"] == "stopped" and first_run["end_ns"] > first_run["start_ns"]   # left running
+    assert second_run["status"] == "stopped" and second_run["run_id"] == second["run_id"]
+    assert first_run["app_id"] != second_run["app_id"]
+    points = _rows(influx_client, 'SELECT * FROM "spark_progress" WHERE "query" = $query', query="second-session")
+    assert sorted(p["batch_id"] for p in points) == [p["batchId"] for p in second["progress"]]
+    executors = _rows(influx_client, 'SELECT * FROM "spark_executor" WHERE "app" = $app', app=second_run["app_id"])
+    assert executors                                  # the second session's metrics sink, relayed too
+    assert "a poll failed" not in done.stderr
