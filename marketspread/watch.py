@@ -22,6 +22,7 @@ import argparse
 import logging
 import os
 import runpy
+import socket
 import sys
 import traceback
 from pathlib import Path
@@ -164,8 +165,6 @@ def _drop_main_py4j_connection() -> None:
     (`awaitTermination()`) still runs and reads nothing more from it, so the script's
     `query.stop()` on the same connection would wait for ever.
     """
-    import socket
-
     from pyspark import SparkContext  # lazy: PySpark, only once the script runs
     gateway = SparkContext._gateway
     client = getattr(gateway, "_gateway_client", None)
