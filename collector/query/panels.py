@@ -15,6 +15,7 @@ from collector.vocabulary import (ALERT_EVENTS, BACKPRESSURE, FIELD_FROM_SHARDS,
 from collector.influx import InfluxClient, InfluxError
 
 from collector.query.ranges import TimeRange, format_time
+from collector.query.run_scope import RunScope, scope_of
 from collector.query.series import MARKET_SPREAD_STEPS, START_TO_END, TimeSeries
 
 _BP_FIELDS = ("status", "busy_share", "backpressured_share", "idle_share", "backlog", "backlog_growth_per_s")
@@ -88,8 +89,10 @@ class PanelStore:
     def __init__(self, client: InfluxClient):
         self.client = client
 
-    def _where(self, run: str, rng: TimeRange | None = None, **tags: str | None) -> tuple[str, dict]:
-        clauses, params = ['"run" = $run'], {"run": run}
+    def _where(self, run: str | RunScope, rng: TimeRange | None = None, **tags: str | None) -> tuple[str, dict]:
+        """Return the filter of a job's points (a name) or one run's (`RunScope`), in a range, with tags."""
+        scope, params = scope_of(run).where()
+        clauses = [scope]
         for key, value in tags.items():
             if value is not None:
                 clauses.append(f'"{key}" = ${key}')
@@ -99,7 +102,7 @@ class PanelStore:
             params.update(start=format_time(rng.start_ns), end=format_time(rng.end_ns))
         return " AND ".join(clauses), params
 
-    def backpressure_view(self, run: str, rng: TimeRange, interval_s: int,
+    def backpressure_view(self, run: str | RunScope, rng: TimeRange, interval_s: int,
                           order: Sequence[str] = MARKET_SPREAD_STEPS) -> BackpressureView:
         """Return each step's latest backpressure figures in the range and their series per `interval_s` bucket.
 
@@ -150,7 +153,7 @@ class PanelStore:
         return BackpressureView(sorted(latest, key=lambda b: rank(b.step)), as_series("busy"),
                                 as_series("backpressured"), as_series("backlog"), interval_s)
 
-    def markers(self, run: str, rng: TimeRange) -> list[Marker]:
+    def markers(self, run: str | RunScope, rng: TimeRange) -> list[Marker]:
         """Return the run's query starts and ends, its rescales and the FIRING/RESOLVED changes of alerts scoped to it."""
         where, params = self._where(run, None)
         span = {"start": format_time(rng.start_ns), "end": format_time(rng.end_ns)}
@@ -175,7 +178,7 @@ class PanelStore:
             rule = s.tags.get(TAG_RULE, "")
             for r in s.rows():
                 scope = str(r.get("scope") or "").split(" · ")[0]
-                if r.get("state") in ("FIRING", "RESOLVED") and scope in (f"job {run}", "any job"):
+                if r.get("state") in ("FIRING", "RESOLVED") and scope in (f"job {scope_of(run).job}", "any job"):
                     out.append(Marker(int(r["time"]), r["state"].lower(), f"{rule} {r['state']}"))
         return sorted(out, key=lambda m: m.time_ns)
 
@@ -188,7 +191,7 @@ class PanelStore:
                 raise
             return []
 
-    def batch_view(self, run: str, rng: TimeRange, interval_s: int) -> BatchView:
+    def batch_view(self, run: str | RunScope, rng: TimeRange, interval_s: int) -> BatchView:
         """Return Spark's batch durations and their phases per `interval_s` bucket (empty if none written)."""
         where, params = self._where(run, rng)
         phases = ", ".join(f'mean("{p}_ms") AS "{p}"' for p in SPARK_PHASES)
@@ -202,7 +205,7 @@ class PanelStore:
         return BatchView(sum(int(r["batches"] or 0) for r in rows), _as_series("slowest batch", slowest),
                          [s for s in per_phase if s.values])
 
-    def ingress_view(self, run: str, rng: TimeRange, interval_s: int) -> IngressView:
+    def ingress_view(self, run: str | RunScope, rng: TimeRange, interval_s: int) -> IngressView:
         """Return the bad frames per reason and the muted time of a run's ingress per `interval_s` bucket.
 
         Both are cumulative counters in InfluxDB: a bucket's figure is its growth over the

@@ -18,6 +18,7 @@ from collector.histogram import LatencyHistogram, SparseCounts
 
 from collector.query.ranges import anchor_ns
 from collector.query.run_ends import RunError
+from collector.query.run_scope import RunScope
 from collector.units import NS
 
 from collector.vocabulary import LATENCY, MARKET_SPREAD_STEPS, STEP_CHECK, STEP_E2E, STEP_INGRESS  # noqa: F401
@@ -40,6 +41,9 @@ class SeriesKey(NamedTuple):
 class RunInfo:
     """One run as the runs page lists it; throughput and p99 cover its last minute of data.
 
+    A run is one start of a streaming query (`run_id`, Spark's runId, of the query
+    `query_id`) under its job `run` (the `run` tag), or a job with latency points only.
+
     `status` is live, finished, stopped, failed or lost (collector/query/run_ends.py); `live`
     says whether its pages should keep refreshing (live, or an end whose last points are still fresh).
     """
@@ -61,6 +65,16 @@ class RunInfo:
     error: RunError | None = None     # why it failed (status failed)
     seen_ns: int | None = None        # its newest sign of life (the time a lost run was last heard of)
     last_batch_end_ns: int | None = None   # a query's run: its newest batch's end
+    run_id: str | None = None         # Spark's runId (None: a job with latency points and no query runs)
+    query: str | None = None          # the query's `query` tag: its name, or its id when unnamed
+    until_ns: int | None = None       # the end of its span: its untagged points' bound (None: open)
+
+    @property
+    def scope(self) -> RunScope:
+        """Return which points are this run's (collector/query/run_scope.py)."""
+        if self.run_id is None:
+            return RunScope(self.run)
+        return RunScope(self.run, self.run_id, self.query, self.first_ns, self.until_ns)
 
     @property
     def duration_s(self) -> float:

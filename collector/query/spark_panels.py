@@ -8,7 +8,6 @@ application id, times) is a bound parameter.
 """
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -16,47 +15,14 @@ from typing import Iterable, Sequence
 
 from collector.query.panels import PanelStore
 from collector.query.ranges import TimeRange, format_time
-from collector.query.run_ends import RunError, run_error
-from collector.run_status import (FIELD_ERROR, FIELD_ERROR_CLASS, FIELD_ERROR_MESSAGE, FIELD_ERROR_TRACE,
-                                  FIELD_LAST_SEEN_NS, FIELD_STATUS)
+from collector.query.run_scope import RunScope
+from collector.query.query_runs import (RUNS_COLUMNS, Batches, FoundRun, QueryRun, QuerySummary,  # noqa: F401
+                                        next_starts, opt_int as _opt_int, parse_steps, run_id_of)
 from collector.query.series import TimeSeries
 from collector.vocabulary import (RUNS, SPARK_EXECUTOR, SPARK_EXECUTORS, SPARK_PROGRESS, SPARK_SOURCE, SPARK_STATE,
-                                  SPARK_TASK_FAILURES)
+                                  SPARK_TASK_FAILURES, TAG_QUERY, TAG_RUN, TAG_RUN_ID)
 _EXECUTOR_FIELDS = ("heap_used_bytes", "heap_max_bytes", "gc_time_ms", "gc_count", "cpu_time_ns", "running_tasks",
                     "shuffle_read_bytes", "shuffle_write_bytes")
-
-
-@dataclass(frozen=True)
-class QueryRun:
-    """A query's newest `runs` row: what the runs page lists and the job page follows."""
-    query: str
-    query_id: str | None
-    status: str | None                   # the row's: running, finished, stopped, failed (collector/run_status.py)
-    app_id: str | None
-    trigger_ms: int | None
-    steps: tuple[str, ...]               # the latency steps the job declared, in order
-    started_ns: int | None = None        # the row's time: the query's start
-    ended_ns: int | None = None          # its recorded end (`end_ns`), None while running
-    last_seen_ns: int | None = None      # the monitor's newest heartbeat for it (None: rows from before heartbeats)
-    error: RunError | None = None        # why it failed
-    batch_end_ns: int | None = None      # its newest batch's end (trigger start + duration)
-
-
-@dataclass(frozen=True)
-class QuerySummary:
-    """One run's queries as `runs` and `spark_progress` tell them, for the runs page."""
-    run: str
-    first_ns: int | None                 # the first and newest micro-batch's trigger start (None: no progress yet)
-    last_ns: int | None
-    rows: int                            # numInputRows over the whole run
-    queries: tuple[QueryRun, ...]
-    started_ns: int | None = None        # the first query's start (`runs`), for a run with no batch yet
-    last_end_ns: int | None = None       # the newest batch's end, over the run's queries
-
-    @property
-    def declared_steps(self) -> tuple[str, ...]:
-        """Return the steps the run's queries declared (first query's first), without repeats."""
-        return tuple(dict.fromkeys(s for q in self.queries for s in q.steps))
 
 
 @dataclass(frozen=True)
@@ -153,36 +119,8 @@ class ExecutorView:
     losses: ExecutorLosses | None = None   # None: the driver wrote no executor roster in the range
 
 
-#: A `runs` row's fields the read side uses (collector/run_status.py has the statuses and error fields).
-_RUNS_COLUMNS = ", ".join(f'"{f}"' for f in (
-    "query_id", FIELD_STATUS, "app_id", "trigger_ms", "steps", "end_ns", FIELD_LAST_SEEN_NS, FIELD_ERROR,
-    FIELD_ERROR_CLASS, FIELD_ERROR_MESSAGE, FIELD_ERROR_TRACE))
-
-
-def _query_run(query: str, r: dict, batch: tuple[int, int] | None) -> QueryRun:
-    """Return a query's newest `runs` row, with its newest batch's end, as a QueryRun."""
-    return QueryRun(query, r.get("query_id"), r.get(FIELD_STATUS), r.get("app_id"), _opt_int(r.get("trigger_ms")),
-                    parse_steps(r.get("steps")), int(r["time"]), _opt_int(r.get("end_ns")),
-                    _opt_int(r.get(FIELD_LAST_SEEN_NS)), run_error(r), batch[1] if batch else None)
-
-
-def _opt_int(v) -> int | None:
-    return None if v is None else int(v)
-
-
 def _opt_float(v) -> float | None:
     return None if v is None else float(v)
-
-
-def parse_steps(raw) -> tuple[str, ...]:
-    """Return the steps of a `runs` point's JSON `steps` field; () for none or anything not a list of names."""
-    if not isinstance(raw, str) or not raw:
-        return ()
-    try:
-        steps = json.loads(raw)
-    except ValueError:
-        return ()
-    return tuple(s for s in steps if isinstance(s, str) and s) if isinstance(steps, list) else ()
 
 
 def _series(groups: dict[str, dict[int, float]], order: Iterable[str] | None = None) -> list[TimeSeries]:
@@ -204,67 +142,92 @@ def _label(tags: dict, key: str, queries: set[str]) -> str:
 class SparkPanelStore(PanelStore):
     """Read-only queries of any streaming query's measurements; MetricsStore is one."""
 
-    def query_summaries(self, only: str | None = None) -> dict[str, QuerySummary]:
-        """Return every run's (or `only`'s) queries with how they ended, first and newest batch, and rows.
+    def query_summaries(self, only: str | None = None) -> list[QuerySummary]:
+        """Return every query run of every job (or of job `only`): how it ended, its first and newest batch, rows.
 
-        One request: the newest `runs` row per query (LIMIT 1 reads one block per series; a
-        field a row lacks reads as None), the first and newest `spark_progress` point per
-        query, and the rows over the run.
+        A run is one start of a query (Spark's runId: the `run_id` tag, or, on `runs` rows
+        written before it, their `spark_run_id` field). One request reads each run's `runs`
+        row, its first and newest `spark_progress` point and its rows; batches written before
+        the tag are a query's, split among its untagged rows by their time spans
+        (`_split_untagged`, one request more when there are several).
         """
         where, params = ('"run" = $run', {"run": only}) if only is not None else ("time > 0", None)
+        by = f'GROUP BY "run", "query", "{TAG_RUN_ID}"'
         series = self._optional("; ".join((
-            f'SELECT {_RUNS_COLUMNS} FROM "{RUNS}" WHERE {where} GROUP BY "run", "query" ORDER BY time DESC LIMIT 1',
-            f'SELECT "batch_ms" AS "newest_ms" FROM "{SPARK_PROGRESS}" WHERE {where} GROUP BY "run", "query" '
-            'ORDER BY time DESC LIMIT 1',
-            f'SELECT "batch_ms" AS "first_ms" FROM "{SPARK_PROGRESS}" WHERE {where} GROUP BY "run", "query" '
-            'ORDER BY time ASC LIMIT 1',
-            f'SELECT sum("input_rows") AS "rows" FROM "{SPARK_PROGRESS}" WHERE {where} GROUP BY "run"')), params)
-        rows_of: dict[str, dict[str, dict]] = defaultdict(dict)
-        first: dict[str, int] = {}
-        newest: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)      # run -> query -> (start, end)
-        rows: dict[str, int] = {}
+            f'SELECT {RUNS_COLUMNS}, "spark_run_id" FROM "{RUNS}" WHERE {where} {by}',
+            f'SELECT "batch_ms" AS "newest_ms" FROM "{SPARK_PROGRESS}" WHERE {where} {by} ORDER BY time DESC LIMIT 1',
+            f'SELECT "batch_ms" AS "first_ms" FROM "{SPARK_PROGRESS}" WHERE {where} {by} ORDER BY time ASC LIMIT 1',
+            f'SELECT sum("input_rows") AS "rows" FROM "{SPARK_PROGRESS}" WHERE {where} {by}')), params)
+        rows_of: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
+        figures: dict[tuple[str, str, str], Batches] = defaultdict(Batches)
         for s in series:
-            run, query = s.tags.get("run", ""), s.tags.get("query", "")
+            key = (s.tags.get(TAG_RUN, ""), s.tags.get(TAG_QUERY, ""), s.tags.get(TAG_RUN_ID, ""))
             for r in s.rows():
-                t = int(r["time"])
                 if s.name == RUNS:
-                    rows_of[run][query] = r
-                elif "rows" in r:
-                    rows[run] = int(r["rows"] or 0)
-                elif "newest_ms" in r:
-                    newest[run][query] = (t, t + int(r["newest_ms"] or 0) * 1_000_000)
+                    rows_of[key].append(r)
                 else:
-                    first[run] = min(first.get(run, t), t)
-        out = {}
-        for run in set(rows_of) | set(newest):
-            queries = tuple(sorted((_query_run(q, r, newest[run].get(q)) for q, r in rows_of[run].items()),
-                                   key=lambda q: q.query))
-            ends = newest.get(run, {})
-            out[run] = QuerySummary(run, first.get(run), max((t for t, _ in ends.values()), default=None),
-                                    rows.get(run, 0), queries, min((q.started_ns for q in queries
-                                                                    if q.started_ns is not None), default=None),
-                                    max((e for _, e in ends.values()), default=None))
-        return out
+                    figures[key].add(r)
+        runs: list[FoundRun] = []
+        split: list[FoundRun] = []
+        for key in sorted(set(rows_of) | set(figures)):
+            job, query, tagged = key
+            found = sorted(rows_of.get(key, []), key=lambda r: int(r["time"]))
+            if tagged or len(found) <= 1:
+                row = found[-1] if found else None
+                run_id = tagged or (run_id_of(row) if row is not None else None)
+                runs.append(FoundRun(job, query, run_id, row, figures.get(key, Batches()), None))
+                continue
+            for i, row in enumerate(found):      # rows from before the tag: one series per query, a row per start
+                nxt = int(found[i + 1]["time"]) if i + 1 < len(found) else None
+                split.append(FoundRun(job, query, run_id_of(row), row, Batches(), nxt))
+        if split:
+            self._split_untagged(split)
+        runs += split
+        nexts = next_starts(runs)
+        return sorted((f.summary(nexts.get(id(f))) for f in runs), key=lambda g: (g.run, g.run_id or ""))
 
-    def rows_since(self, starts: dict[str, int], ends: dict[str, int]) -> dict[str, int]:
-        """Return each run's rows in the batches whose trigger start lies in [starts[run], ends[run]].
+    def _split_untagged(self, runs: list[FoundRun]) -> None:
+        """Fill each untagged run's batches from its query's `spark_progress` points within its time span."""
+        stmts, params = [], {}
+        for i, f in enumerate(runs):
+            start = int(f.row["time"])
+            span = f"time >= $s{i}" + (f" AND time < $e{i}" if f.next_ns is not None else "")
+            params.update({f"j{i}": f.job, f"q{i}": f.query, f"s{i}": format_time(start)})
+            if f.next_ns is not None:
+                params[f"e{i}"] = format_time(f.next_ns)
+            where = f'"run" = $j{i} AND "query" = $q{i} AND "{TAG_RUN_ID}" = \'\' AND {span}'
+            stmts += [f'SELECT "batch_ms" AS "newest_ms_{i}" FROM "{SPARK_PROGRESS}" WHERE {where} '
+                      'ORDER BY time DESC LIMIT 1',
+                      f'SELECT "batch_ms" AS "first_ms_{i}" FROM "{SPARK_PROGRESS}" WHERE {where} '
+                      'ORDER BY time ASC LIMIT 1',
+                      f'SELECT sum("input_rows") AS "rows_{i}" FROM "{SPARK_PROGRESS}" WHERE {where}']
+        for s in self._optional("; ".join(stmts), params):
+            name, _, index = s.columns[1].rpartition("_")
+            for r in s.rows():
+                runs[int(index)].batches.add({"time": r["time"], name: r[s.columns[1]]})
+
+    def rows_since(self, windows: Sequence[tuple[RunScope, int, int]]) -> list[int]:
+        """Return each run's rows in its batches whose trigger start lies in [start, end].
 
         One request, a statement per run; a run without batches there reads as 0.
         """
-        names = sorted(starts)
-        if not names:
-            return {}
+        if not windows:
+            return []
         params: dict[str, str] = {}
         stmts = []
-        for i, run in enumerate(names):
-            params.update({f"r{i}": run, f"s{i}": format_time(starts[run]), f"e{i}": format_time(ends[run])})
-            stmts.append(f'SELECT sum("input_rows") AS "rows" FROM "{SPARK_PROGRESS}" '
-                         f'WHERE "run" = $r{i} AND time >= $s{i} AND time <= $e{i} GROUP BY "run"')
-        found = {s.tags.get("run", ""): int(s.values[0][1] or 0) for s in self._optional("; ".join(stmts), params)
-                 if s.values}
-        return {run: found.get(run, 0) for run in names}
+        for i, (scope, start, end) in enumerate(windows):
+            where, p = scope.where(f"w{i}")
+            params.update(p)
+            params.update({f"s{i}": format_time(start), f"e{i}": format_time(end)})
+            stmts.append(f'SELECT sum("input_rows") AS "rows_{i}" FROM "{SPARK_PROGRESS}" '
+                         f'WHERE {where} AND time >= $s{i} AND time <= $e{i}')
+        out = [0] * len(windows)
+        for s in self._optional("; ".join(stmts), params):
+            if s.values:
+                out[int(s.columns[1].rpartition("_")[2])] = int(s.values[0][1] or 0)
+        return out
 
-    def source_view(self, run: str, rng: TimeRange, interval_s: int, span: TimeRange | None = None) -> SourceView:
+    def source_view(self, run: str | RunScope, rng: TimeRange, interval_s: int, span: TimeRange | None = None) -> SourceView:
         """Return the run's sources' rates and rows behind per `interval_s` bucket, and each one's range figures.
 
         A source's input rows/s is its rows in the range's batches over `span` (the part of the
@@ -302,7 +265,7 @@ class SparkPanelStore(PanelStore):
         behind = _series(per["behind"]) + _series(per["files"])
         return SourceView(sorted(latest, key=lambda x: x.source), _series(per["in"]), _series(per["out"]), behind)
 
-    def query_batch_view(self, run: str, rng: TimeRange, interval_s: int) -> QueryBatchView:
+    def query_batch_view(self, run: str | RunScope, rng: TimeRange, interval_s: int) -> QueryBatchView:
         """Return batch durations, the trigger and the share of batches that overran it, per `interval_s` bucket."""
         where, params = self._where(run, rng)
         series = self._optional(
@@ -321,7 +284,7 @@ class SparkPanelStore(PanelStore):
                               _one("mean batch", points("mean")), _one("slowest batch", points("slowest")),
                               _one("trigger", points("trigger")), _one("overran", share))
 
-    def state_view(self, run: str, rng: TimeRange, interval_s: int) -> StateView:
+    def state_view(self, run: str | RunScope, rng: TimeRange, interval_s: int) -> StateView:
         """Return each stateful operator's rows, memory and late rows per bucket, and the watermark delay."""
         where, params = self._where(run, rng)
         by_time = f"GROUP BY time({int(interval_s)}s)"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from collector.bins import UiBin, ui_bins
@@ -26,10 +27,13 @@ from collector.points import INTERVAL_TAG, interval_label
 from collector.query.run_ends import STATUS_LIVE, QueryEnd, newest, query_end, run_status_of
 from collector.query.spark_panels import QuerySummary, SparkPanelStore, newest_app, parse_steps
 from collector.query.ranges import TimeRange, format_time, is_live
+from collector.query.run_groups import pick_run
+from collector.query.run_scope import RunScope, span_end
 from collector.run_status import STATUS_FINISHED
 from collector.units import NS
 from collector.query.resolution import BASE_S, ROLLUPS_S, bucket_of, missing, plan, rollups_up_to
-from collector.vocabulary import BACKPRESSURE, LATENCY, RUNS, STEP_JOB, TAG_PIPELINE, TAG_RUN, TAG_STEP, TAG_WORKER
+from collector.vocabulary import (BACKPRESSURE, LATENCY, RUNS, STEP_JOB, TAG_PIPELINE, TAG_RUN, TAG_RUN_ID, TAG_STEP,
+                                  TAG_WORKER)
 from collector.query.series import (MARKET_SPREAD_STEPS, START_TO_END, WALLAROO_PERCENTILES, JobView, RunInfo, SeriesKey,
                                     StepView, TimeSeries, group_stats, is_market_spread, last_step,
                                     merge_blobs, step_order, step_rank)
@@ -49,7 +53,7 @@ class MetricsStore(SparkPanelStore):
 
     # -- helpers
 
-    def _blocks(self, run: str, rng: TimeRange, fields: Sequence[str], top_s: int, **tags: str | None
+    def _blocks(self, run: str | RunScope, rng: TimeRange, fields: Sequence[str], top_s: int, **tags: str | None
                 ) -> dict[SeriesKey, list[tuple[int, list]]]:
         """Return {series: [(interval start ns, field values)]} covering the range exactly.
 
@@ -95,7 +99,7 @@ class MetricsStore(SparkPanelStore):
     def _has_rollup_policy(self) -> bool:
         return any(row[0] == RP_ROLLUP for s in self.client.query("SHOW RETENTION POLICIES") for row in s.values)
 
-    def _counts(self, run: str, rng: TimeRange, interval_s: int, **tags: str | None
+    def _counts(self, run: str | RunScope, rng: TimeRange, interval_s: int, **tags: str | None
                 ) -> dict[SeriesKey, list[tuple[int, int]]]:
         """Return {series: [(bucket start ns, events)]} summed per `interval_s` bucket."""
         out = {}
@@ -107,7 +111,7 @@ class MetricsStore(SparkPanelStore):
             out[key] = sorted(buckets.items())
         return out
 
-    def _histograms(self, run: str, rng: TimeRange, **tags: str | None) -> dict[SeriesKey, LatencyHistogram]:
+    def _histograms(self, run: str | RunScope, rng: TimeRange, **tags: str | None) -> dict[SeriesKey, LatencyHistogram]:
         """Return each series' histogram merged over the range (rollups where they exist)."""
         return {key: merge_blobs(r[0] for _, r in rows)
                 for key, rows in self._blocks(run, rng, ("hdr",), ROLLUPS_S[0], **tags).items()}
@@ -125,24 +129,26 @@ class MetricsStore(SparkPanelStore):
 
     def runs(self, now_ns: int, only: str | None = None, summary: bool = True,
              windows: Mapping[str, TimeRange] | None = None) -> list[RunInfo]:
-        """Return every run (or just `only`), newest first; `summary`: with its last minute's figures,
-        or, for a run in `windows` (a performance test's measurement window), that window's.
+        """Return every run (or just job `only`'s), newest first; `summary`: with its last minute's figures,
+        or, for a run in `windows` (a performance test's measurement window, by job), that window's.
 
-        A run is any with `latency` points, or any streaming query's with `runs` or
-        `spark_progress` points. Its status is how its queries' newest `runs` rows say they
-        ended, or lost (collector/query/run_ends.py); a run without such rows is live while its
-        points are fresh, else finished. Market Spread's runs count events and events/s from their
-        start-to-end latency; any other query's throughput is the rows of its batches that
-        started in the last 60 s before its newest batch's end, over 60 s (over its length when
-        shorter), its events the rows its sources gave, its p99 that of its last step.
+        A run is one start of a streaming query (Spark's runId, from `runs` and `spark_progress`;
+        collector/query/run_scope.py), or, for a job with `latency` points and no query runs
+        (Market Spread's latency-only runs, older data), the job itself. Its status is how its
+        `runs` row says it ended, or lost (collector/query/run_ends.py); a run without a row is
+        live while its points are fresh, else finished. Market Spread's runs count events and
+        events/s from their start-to-end latency within their span; any other query's throughput
+        is the rows of its batches that started in the last 60 s before its newest batch's end,
+        over 60 s (over its length when shorter), its events the rows its sources gave, its p99
+        that of its last step within its span.
         """
-        queries = self.query_summaries(only)
-        names = [only] if only is not None else sorted(set(self.run_names()) | set(queries))
-        if not names:
-            return []
+        found = self.query_summaries(only)
+        by_job: dict[str, list[QuerySummary]] = defaultdict(list)
+        for g in found:
+            by_job[g.run].append(g)
         where = '"run" = $run' if only is not None else "time > 0"
         params = {"run": only} if only is not None else None
-        # first and last point per run and step: LIMIT 1 reads one block per series, not the whole run
+        # first and last point per job and step: LIMIT 1 reads one block per series, not the whole run
         first: dict[str, int] = {}
         last: dict[str, int] = {}
         seen: dict[str, dict[str, int]] = defaultdict(dict)
@@ -154,86 +160,120 @@ class MetricsStore(SparkPanelStore):
                 first[run] = min(first.get(run, int(t)), int(t))
                 last[run] = max(last.get(run, int(t)), int(t))
                 seen[run][step] = min(seen[run].get(step, int(t)), int(t))
+        if not by_job and not first:
+            return []
         bp = self._backpressure(only)
-        spark_runs = {run: g for run, g in queries.items() if g.last_ns is not None and not is_market_spread(seen[run])}
-        rates = self._last_minute_rates(spark_runs) if summary else {}
-        out = []
-        for run in names:
-            g = queries.get(run)
-            spark = run in spark_runs
-            if run not in first and g is None:
-                continue
-            declared = g.declared_steps if g is not None else ()
-            order, end_step = step_order(declared, seen[run]), last_step(declared, seen[run])
-            times = [t for t in (first.get(run), last.get(run)) if t is not None]
-            if spark:
-                times += [t for t in (g.first_ns, g.last_ns, g.started_ns) if t is not None]
-            elif g is not None and g.started_ns is not None and not times:
-                times.append(g.started_ns)
-            lo, hi = min(times), max(times)
-            events = g.rows if spark else (self._run_events(run, lo, hi, is_live(hi, now_ns)) if run in first else 0)
-            eps = p99 = None
-            if summary and run in first and end_step is not None:
-                window = (None if spark else (windows or {}).get(run)) or \
-                    TimeRange(max(first[run], last[run] + NS - RUN_SUMMARY_WINDOW_NS), last[run] + NS)
-                hist = LatencyHistogram()
-                for h in self._histograms(run, window, step=end_step).values():
-                    hist.add(h)
-                if hist.total_count:
-                    eps, p99 = hist.total_count / window.seconds, hist.value_at_percentile(99.0)
-            if spark:
-                eps = rates.get(run)
-            end = _run_end(g, last[run] + NS if run in last else None, hi, now_ns)
-            query_id = next((x.query_id for x in g.queries if x.query_id), None) if g is not None else None
-            out.append(RunInfo(run, lo, hi, end.status == STATUS_LIVE or is_live(hi, now_ns), end.status, events,
-                               eps, p99, bp.get(run), query_id, "rows/s" if spark else "events/s", end_step, order,
-                               newest_app(g.queries) if g is not None else None, end.ended_ns, end.error,
-                               end.seen_ns, g.last_end_ns if spark else None))
-        return sorted(out, key=lambda r: r.last_ns, reverse=True)
+        shapes = [_shape(g, seen[g.run], last.get(g.run), now_ns) for g in found]
+        rated = [x for x in shapes if x.spark and x.g.last_ns is not None]
+        rates = self._last_minute_rates(rated) if summary else {}
+        out = [self._run_info(x, rates, bp, windows, now_ns, summary, first.get(x.g.run), last.get(x.g.run))
+               for x in shapes]
+        for job in sorted(set(first) - set(by_job)):
+            out.append(self._latency_run(job, first[job], last[job], seen[job], bp.get((job, "")), windows, now_ns,
+                                         summary))
+        return sorted(out, key=lambda r: (r.last_ns, r.first_ns), reverse=True)
 
-    def _last_minute_rates(self, runs: Mapping[str, QuerySummary]) -> dict[str, float | None]:
-        """Return each query run's rows/s over its last minute of batches (one request for all).
+    def _run_info(self, x: _Shape, rates: Mapping[int, float], bp: Mapping[tuple[str, str], str],
+                  windows: Mapping[str, TimeRange] | None, now_ns: int, summary: bool, lat_first: int | None,
+                  lat_last: int | None) -> RunInfo:
+        """Return one query run as listed: its span, status, events, throughput and p99."""
+        g, scope = x.g, x.scope
+        events, eps, p99 = g.rows, rates.get(id(x)), None
+        lat_end = None
+        if lat_first is not None and lat_last is not None and lat_last >= x.lo and \
+                (scope.end_ns is None or lat_first < scope.end_ns):
+            lat_end = lat_last + NS if scope.end_ns is None else min(lat_last + NS, scope.end_ns)
+        if not x.spark and lat_end is not None:
+            events = self._run_events(scope, x.lo, lat_end - NS, is_live(x.hi, now_ns))
+        if summary and lat_end is not None and x.end_step is not None:
+            window = TimeRange(max(x.lo, lat_end - RUN_SUMMARY_WINDOW_NS), lat_end)
+            bench = None if x.spark else (windows or {}).get(g.run)
+            if bench is not None and bench.start_ns < lat_end and bench.end_ns > x.lo:
+                window = bench
+            hist = LatencyHistogram()
+            for h in self._histograms(scope, window, step=x.end_step).values():
+                hist.add(h)
+            if hist.total_count:
+                p99 = hist.value_at_percentile(99.0)
+                if not x.spark:
+                    eps = hist.total_count / window.seconds
+        hi = max(x.hi, lat_end - NS) if lat_end is not None and not x.spark else x.hi
+        end = _run_end(g, lat_end if g.next_start_ns is None else None, hi, now_ns)
+        query = g.queries[0] if g.queries else None
+        return RunInfo(g.run, x.lo, hi, end.status == STATUS_LIVE or is_live(hi, now_ns), end.status, events,
+                       eps, p99, bp.get((g.run, g.run_id or "")), g.query_id, "rows/s" if x.spark else "events/s",
+                       x.end_step, x.order, query.app_id if query else None, end.ended_ns, end.error, end.seen_ns,
+                       g.last_end_ns if x.spark else None, g.run_id, g.query or None, scope.end_ns)
+
+    def _latency_run(self, job: str, lo: int, hi: int, seen: Mapping[str, int], bp: str | None,
+                     windows: Mapping[str, TimeRange] | None, now_ns: int, summary: bool) -> RunInfo:
+        """Return a job with latency points and no query runs as one run (Market Spread's latency-only runs)."""
+        order, end_step = step_order((), seen), last_step((), seen)
+        events = self._run_events(RunScope(job), lo, hi, is_live(hi, now_ns))
+        eps = p99 = None
+        if summary and end_step is not None:
+            window = (windows or {}).get(job) or TimeRange(max(lo, hi + NS - RUN_SUMMARY_WINDOW_NS), hi + NS)
+            hist = LatencyHistogram()
+            for h in self._histograms(job, window, step=end_step).values():
+                hist.add(h)
+            if hist.total_count:
+                eps, p99 = hist.total_count / window.seconds, hist.value_at_percentile(99.0)
+        end = _run_end(None, hi + NS, hi, now_ns)
+        return RunInfo(job, lo, hi, end.status == STATUS_LIVE or is_live(hi, now_ns), end.status, events, eps, p99,
+                       bp, None, "events/s", end_step, order, None, end.ended_ns, end.error, end.seen_ns, None)
+
+    def _last_minute_rates(self, runs: Sequence[_Shape]) -> dict[int, float]:
+        """Return each query run's rows/s over its last minute of batches, by `id` (one request for all).
 
         The batches counted are those whose trigger started in the 60 s before the newest
         batch's end; a run shorter than that is taken over its length, first trigger to last end.
         """
-        starts, ends, seconds = {}, {}, {}
-        for run, g in runs.items():
+        asked: list[tuple[_Shape, float]] = []
+        windows = []
+        for x in runs:
+            g = x.g
             end = g.last_end_ns if g.last_end_ns is not None else g.last_ns
             start = max(end - RUN_SUMMARY_WINDOW_NS, g.first_ns if g.first_ns is not None else end)
             if end > start:
-                starts[run], ends[run], seconds[run] = start, end, (end - start) / NS
-        rows = self.rows_since(starts, ends)
-        return {run: rows[run] / seconds[run] for run in seconds}
+                asked.append((x, (end - start) / NS))
+                windows.append((x.scope, start, end))
+        rows = self.rows_since(windows)
+        return {id(x): n / seconds for (x, seconds), n in zip(asked, rows)}
 
-    def _run_events(self, run: str, first_ns: int, last_ns: int, live: bool) -> int:
+    def _run_events(self, scope: RunScope, first_ns: int, last_ns: int, live: bool) -> int:
         """Return a run's start-to-end events (remembered for a minute once it has finished)."""
-        known = self._finished_events.get(run)
+        known = self._finished_events.get(scope.key)
         if known is not None and known[0] == (first_ns, last_ns) and time.monotonic() - known[2] < 60:
             return known[1]
-        whole = self._blocks(run, TimeRange(first_ns, last_ns + NS), ("count",), ROLLUPS_S[0], step=START_TO_END)
+        whole = self._blocks(scope, TimeRange(first_ns, last_ns + NS), ("count",), ROLLUPS_S[0], step=START_TO_END)
         events = sum(int(c or 0) for rows in whole.values() for _, (c,) in rows)
         if not live:
             if len(self._finished_events) > 1000:
                 self._finished_events.clear()
-            self._finished_events[run] = ((first_ns, last_ns), events, time.monotonic())
+            self._finished_events[scope.key] = ((first_ns, last_ns), events, time.monotonic())
         return events
 
-    def run(self, run: str, now_ns: int) -> RunInfo | None:
-        """Return one run without its last-minute figures (what the run's pages need); None if no data."""
-        found = self.runs(now_ns, only=run, summary=False)
-        return found[0] if found else None
+    def run(self, run: str, now_ns: int, run_id: str | None = None) -> RunInfo | None:
+        """Return one run of job `run` without its last-minute figures (what the run's pages need): Spark's run
+        `run_id`, or the job's newest run; None if no data."""
+        return pick_run(self.runs(now_ns, only=run, summary=False), run_id)
 
-    def _backpressure(self, only: str | None) -> dict[str, str]:
+    def job_runs(self, run: str, now_ns: int) -> list[RunInfo]:
+        """Return every run of job `run` without last-minute figures, newest first (a run's page and its list)."""
+        return self.runs(now_ns, only=run, summary=False)
+
+    def _backpressure(self, only: str | None) -> dict[tuple[str, str], str]:
+        """Return the newest backpressure status of the whole query per (job, run id; "" for untagged points)."""
         where, params = (f'WHERE "run" = $run AND "step" = \'{STEP_JOB}\'', {"run": only}) if only else \
             (f"WHERE \"step\" = '{STEP_JOB}'", None)
         try:
-            series = self.client.query(f'SELECT last("status") FROM "{BACKPRESSURE}" {where} GROUP BY "run"', params)
+            series = self.client.query(f'SELECT last("status") FROM "{BACKPRESSURE}" {where} GROUP BY "run", '
+                                       f'"{TAG_RUN_ID}"', params)
         except InfluxError as e:
             if e.status is None:
                 raise
             return {}
-        return {s.tags.get(TAG_RUN, ""): s.values[-1][1] for s in series if s.values}
+        return {(s.tags.get(TAG_RUN, ""), s.tags.get(TAG_RUN_ID, "")): s.values[-1][1] for s in series if s.values}
 
     # -- job and step pages
 
@@ -248,7 +288,7 @@ class MetricsStore(SparkPanelStore):
         order = step_order(declared, seen)
         return sorted(seen, key=lambda s: step_rank(s, order))
 
-    def job_view(self, run: str, rng: TimeRange, interval_s: int, order: Sequence[str] = MARKET_SPREAD_STEPS,
+    def job_view(self, run: str | RunScope, rng: TimeRange, interval_s: int, order: Sequence[str] = MARKET_SPREAD_STEPS,
                  end_step: str = START_TO_END) -> JobView:
         """Return the job page's tables and series for one run over a range.
 
@@ -282,7 +322,7 @@ class MetricsStore(SparkPanelStore):
         return JobView(events, steps, pipelines, workers, throughput,
                        self.percentiles_over_time(run, rng, interval_s, end_step), interval_s)
 
-    def percentiles_over_time(self, run: str, rng: TimeRange, interval_s: int, step: str) -> list[TimeSeries]:
+    def percentiles_over_time(self, run: str | RunScope, rng: TimeRange, interval_s: int, step: str) -> list[TimeSeries]:
         """Return p50/p99/p99.9 per bucket: the max over the workers' (and finer intervals') values."""
         names = ("p50", "p99", "p999")
         worst: dict[str, dict[int, float]] = {n: {} for n in names}
@@ -294,7 +334,7 @@ class MetricsStore(SparkPanelStore):
                         worst[n][b] = float(v)
         return [TimeSeries(n, tuple(sorted(worst[n])), tuple(worst[n][t] for t in sorted(worst[n])))
                 for n in names if worst[n]]
-    def step_histogram(self, run: str, step: str, rng: TimeRange, pipeline: str | None = None,
+    def step_histogram(self, run: str | RunScope, step: str, rng: TimeRange, pipeline: str | None = None,
                        worker: str | None = None) -> LatencyHistogram:
         """Return one step's histogram merged over a range (and optionally one pipeline/worker)."""
         hist = LatencyHistogram()
@@ -302,7 +342,7 @@ class MetricsStore(SparkPanelStore):
             hist.add(h)
         return hist
 
-    def bins(self, run: str, step: str, rng: TimeRange) -> list[UiBin]:
+    def bins(self, run: str | RunScope, step: str, rng: TimeRange) -> list[UiBin]:
         """Return the Wallaroo UI bins of a step over a range (from its merged histogram: exact)."""
         return ui_bins(self.step_histogram(run, step, rng))
 
@@ -316,7 +356,7 @@ class MetricsStore(SparkPanelStore):
                 found.setdefault(key, set()).add(value)
         return sorted(found["pipeline"]), sorted(found["worker"])
 
-    def step_view(self, run: str, step: str, rng: TimeRange, interval_s: int, pipeline: str | None = None,
+    def step_view(self, run: str | RunScope, step: str, rng: TimeRange, interval_s: int, pipeline: str | None = None,
                   worker: str | None = None) -> StepView:
         """Return the step page's data for one step of a run over a range (optionally one pipeline/worker)."""
         hists = self._histograms(run, rng, step=step, pipeline=pipeline, worker=worker)
@@ -335,6 +375,29 @@ class MetricsStore(SparkPanelStore):
         return StepView(total.total_count, ui_bins(total), total,
                         total.percentiles(WALLAROO_PERCENTILES), _rate_series(counts, lambda k: k.pipeline, interval_s),
                         workers, interval_s)
+
+
+@dataclass(frozen=True, eq=False)
+class _Shape:
+    """A query run's span, scope and steps, before its figures are read."""
+    g: QuerySummary
+    scope: RunScope
+    lo: int
+    hi: int
+    spark: bool                          # any query's run (rows/s), not Market Spread's (events/s)
+    order: tuple[str, ...]
+    end_step: str | None
+
+
+def _shape(g: QuerySummary, seen: Mapping[str, int], lat_last: int | None, now_ns: int) -> _Shape:
+    """Return a query run's span (its start, or first batch, to its newest batch) and the points that are its own."""
+    declared = g.declared_steps
+    times = [t for t in (g.first_ns, g.last_ns, g.started_ns) if t is not None]
+    lo, hi = min(times), max(times)
+    ended = g.queries[0].ended_ns if g.queries else None
+    scope = RunScope(g.run, g.run_id, g.query or None, lo, span_end(ended, g.next_start_ns)) \
+        if g.run_id is not None else RunScope(g.run)
+    return _Shape(g, scope, lo, hi, not is_market_spread(seen), step_order(declared, seen), last_step(declared, seen))
 
 
 def _run_end(g: QuerySummary | None, latency_end_ns: int | None, last_ns: int, now_ns: int) -> QueryEnd:

@@ -19,7 +19,11 @@ TRACE = '  File "/home/u/job.py", line 41, in enrich\n  File "/home/u/job.py", l
 
 
 def _runs(client) -> dict:
-    return {r.run: r for r in MetricsStore(client).runs(time.time_ns())}
+    """Return each job's newest run."""
+    out: dict = {}
+    for r in MetricsStore(client).runs(time.time_ns()):
+        out.setdefault(r.run, r)
+    return out
 
 
 def test_each_runs_end_is_read_from_its_newest_row(influx_client):
@@ -72,7 +76,7 @@ def test_rows_from_before_heartbeats_and_split_errors_still_read(influx_client):
     assert runs["old-live"].status == "live"
 
 
-def test_a_restarted_query_reads_as_its_newest_run_and_a_failed_query_outranks_a_stopped_one(influx_client):
+def test_a_restarted_query_is_two_runs_and_two_queries_of_one_job_are_two_entries(influx_client):
     now = time.time_ns()
     t0, t1 = seconds_ago(now, 600), seconds_ago(now, 20)
     influx_client.write([
@@ -82,9 +86,11 @@ def test_a_restarted_query_reads_as_its_newest_run_and_a_failed_query_outranks_a
         runs_row("pair", t0, "failed", query="b", end_ns=t0 + 8 * NS, error_class="ValueError", error_message="bad"),
         *batches("pair", t0, 8, 10, query="a"),
     ])
-    runs = _runs(influx_client)
-    assert runs["again"].status == "live" and runs["again"].error is None
-    assert runs["pair"].status == "failed" and runs["pair"].error.short == "ValueError: bad"
+    runs = MetricsStore(influx_client).runs(time.time_ns())
+    again = [(r.run_id, r.status, r.error.short if r.error else None) for r in runs if r.run == "again"]
+    assert again == [("r2", "live", None), ("r1", "failed", "E: first")]
+    pair = {r.query: (r.status, r.error.short if r.error else None) for r in runs if r.run == "pair"}
+    assert pair == {"a": ("stopped", None), "b": ("failed", "ValueError: bad")}
 
 
 def test_market_spread_runs_keep_their_status_from_their_points(influx_client):

@@ -26,15 +26,15 @@ def written(influx_client):
 
 def test_summaries_carry_each_runs_queries_rates_and_rows(written):
     store, live, done = written
-    found = store.query_summaries()
-    assert set(found) == {"orders", "clicks"}
+    found = {s.run: s for s in store.query_summaries()}
+    assert set(found) == {"orders", "clicks"} and found["orders"].run_id == "sr-3"
     s = found["orders"]
     assert s.first_ns == live.start_ns and s.last_ns == live.start_ns + 29 * NS
     assert s.last_end_ns == max(t + ms * 1_000_000 for t, ms, _ in live.batches) and s.rows == live.input_rows
     assert [q.query_id for q in s.queries] == [live.query_id] and s.queries[0].app_id == APP
     assert s.declared_steps == STEPS and s.queries[0].trigger_ms == 1000
     assert found["clicks"].queries[0].status == "finished" and found["clicks"].declared_steps == ("a",)
-    assert set(store.query_summaries(only="clicks")) == {"clicks"}
+    assert [s.run for s in store.query_summaries(only="clicks")] == ["clicks"]
 
 
 def test_runs_list_generic_runs_with_spark_throughput_and_last_step_p99(written):
@@ -96,7 +96,7 @@ def test_a_run_without_the_measurements_reads_as_empty(influx_client):
     store = MetricsStore(influx_client)
     rng = TimeRange(0, time.time_ns())
     assert store.source_view("nothing", rng, 10).latest == [] and store.query_batch_view("nothing", rng, 10).batches == 0
-    assert store.state_view("nothing", rng, 10).operators == [] and store.query_summaries() == {}
+    assert store.state_view("nothing", rng, 10).operators == [] and store.query_summaries() == []
 
 
 def test_step_order_is_the_declared_one_else_first_seen_and_market_spread_keeps_its_own(written):
