@@ -23,7 +23,8 @@ from collector.vocabulary import STEP_CHECK, STEP_INGRESS, STEP_JOB, STEP_SINK, 
 from metrics_ui import table as data_table
 from metrics_ui.figures import figure_patch
 from metrics_ui.plot import Figure
-from collector.query.ranges import DEFAULT_RANGE, RANGE_CUSTOM, RANGES, TimeRange, picker_time, resolve_range
+from collector.query.ranges import (DEFAULT_RANGE, RANGE_CUSTOM, RANGE_RUN, RANGE_RUN_LABEL, RANGES, TimeRange,
+                                    picker_time, resolve_range)
 
 EXTENSION = "metrics_ui"                 # key of the MetricsStore in the Flask app's extensions
 REFRESH_MS = 1000
@@ -53,11 +54,12 @@ def warning_banner(text: str) -> html.Div:
 
 
 def range_picker(prefix: str, value: str = DEFAULT_RANGE) -> html.Div:
-    """Return the time range picker: last 5 min / 1 h / 24 h, or custom dates and UTC times.
+    """Return the time range picker: the whole run, last 5 min / 1 h / 24 h, or custom dates and UTC times.
 
     Ids: `<prefix>-range`, and for custom `<prefix>-from-date`, `-from-time`, `-to-date`, `-to-time`.
     """
-    options = [{"label": label, "value": key} for key, (label, _) in RANGES.items()]
+    options = [{"label": RANGE_RUN_LABEL, "value": RANGE_RUN}]
+    options += [{"label": label, "value": key} for key, (label, _) in RANGES.items()]
     options.append({"label": "custom", "value": RANGE_CUSTOM})
 
     def bound(which: str, hint: str) -> html.Span:
@@ -83,10 +85,11 @@ def range_inputs(prefix: str) -> list[Input]:
 
 
 def picked_range(choice: str | None, anchor: int, from_date=None, from_time=None, to_date=None,
-                 to_time=None) -> TimeRange:
-    """Return the range the picker's values select; raise ValueError with a reason."""
+                 to_time=None, start_ns: int | None = None) -> TimeRange:
+    """Return the range the picker's values select (`start_ns`: the run's start, for the whole run); raise
+    ValueError with a reason."""
     if choice != RANGE_CUSTOM:
-        return resolve_range(choice, anchor)
+        return resolve_range(choice, anchor, start_ns=start_ns)
     return resolve_range(choice, anchor, picker_time(from_date, from_time, "start"),
                          picker_time(to_date, to_time, "end"))
 
@@ -192,8 +195,9 @@ def page_query(query: Mapping[str, object]) -> PageQuery:
 
     choice, refresh = text("range") or DEFAULT_RANGE, text("refresh") or DEFAULT_REFRESH
     try:
-        if choice != RANGE_CUSTOM and choice not in RANGES:
-            raise ValueError(f"unknown range {choice!r} in the address: pick one of {', '.join(RANGES)} or custom")
+        if choice not in (RANGE_CUSTOM, RANGE_RUN) and choice not in RANGES:
+            raise ValueError(f"unknown range {choice!r} in the address: pick one of "
+                             f"{', '.join((RANGE_RUN, *RANGES))} or custom")
         if refresh not in REFRESH_CHOICES:
             raise ValueError(f"unknown refresh {refresh!r} in the address: one of {', '.join(REFRESH_CHOICES)}")
         bounds = []

@@ -4,7 +4,8 @@
                                     value_from_ns, value_to_ns, count, cumulative_percent
     GET /export/<run>/<step>.hgrm   HdrHistogram percentile distribution text (values in µs)
 
-Optional query parameters: `from`, `to` (RFC 3339, or epoch numbers with a unit: a suffix
+Optional query parameters: `run` (Spark's run id: that run's points only, as its page shows them),
+`from`, `to` (RFC 3339, or epoch numbers with a unit: a suffix
 `1700000000s`/`ms`/`us`/`ns`, or `from_s`, `from_ms`, `to_s`, `to_ms`; a bare number must be
 ns-sized; default the whole run, `to` defaults to now), `worker`, `pipeline`. The
 `X-Export-Range` header says the range used and how each time was read. Every parameter is
@@ -25,6 +26,7 @@ from flask import Blueprint, Response, current_app, request
 from collector.codec import to_hgrm
 from collector.influx import InfluxError
 
+from collector.query.run_scope import RunScope
 from collector.query.store import MetricsStore
 from collector.query.ranges import ParsedTime, TimeRange, check_name, check_worker, format_time, read_time
 
@@ -33,7 +35,7 @@ EXTENSION = "metrics_ui"                 # key of the MetricsStore in app.extens
 FORMATS = ("csv", "hgrm")
 TIME_PARAMS = {f"{edge}{unit}": (edge, unit.lstrip("_") or None)
                for edge in ("from", "to") for unit in ("", "_s", "_ms", "_us", "_ns")}
-ALLOWED_PARAMS = set(TIME_PARAMS) | {"worker", "pipeline"}
+ALLOWED_PARAMS = set(TIME_PARAMS) | {"worker", "pipeline", "run"}
 CSV_HEADER = ("value_from_ns", "value_to_ns", "count", "cumulative_percent")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -46,9 +48,11 @@ def neutralise_cell(value: object) -> object:
 
 
 def export_url(run: str, step: str, fmt: str, rng: TimeRange | None = None, worker: str | None = None,
-               pipeline: str | None = None) -> str:
-    """Return the export route's URL for a run, step and optional range and filters."""
+               pipeline: str | None = None, run_id: str | None = None) -> str:
+    """Return the export route's URL for a job, step and optional range, filters and Spark run."""
     params: dict[str, str] = {}
+    if run_id:
+        params["run"] = run_id
     if rng is not None:
         params.update({"from": f"{rng.start_ns}ns", "to": f"{rng.end_ns}ns"})
     if worker:
@@ -82,7 +86,7 @@ def _parse(run: str, step: str):
     unknown = sorted(set(request.args) - ALLOWED_PARAMS)
     if unknown:
         raise ValueError(f"unknown parameter {unknown[0][:40]!r}; allowed: from, to (or from_s, from_ms, "
-                         "to_s, to_ms, ...), worker, pipeline")
+                         "to_s, to_ms, ...), worker, pipeline, run")
     for key in request.args:
         if len(request.args.getlist(key)) > 1:
             raise ValueError(f"parameter {key!r} given more than once")
@@ -94,13 +98,16 @@ def _parse(run: str, step: str):
         check_worker(worker)
     if pipeline is not None:
         check_name(pipeline, "pipeline")
+    run_id = request.args.get("run") or None
+    if run_id is not None:
+        check_name(run_id, "run id")
     start, end = _edge("from"), _edge("to")
     rng = TimeRange(start.ns if start else 0, end.ns if end else time.time_ns() + 1)
     if rng.end_ns <= rng.start_ns:
         raise ValueError("'to' must be after 'from'")
     said = (f"from {format_time(rng.start_ns)} ({start.read_as if start else 'the beginning'}) "
             f"to {format_time(rng.end_ns)} ({end.read_as if end else 'now'})")
-    return run, step, rng, worker, pipeline, said
+    return run, step, rng, worker, pipeline, run_id, said
 
 
 def _missing(store: MetricsStore, run: str, step: str, worker: str | None, pipeline: str | None) -> str | None:
@@ -120,12 +127,19 @@ def _missing(store: MetricsStore, run: str, step: str, worker: str | None, pipel
 
 def _histogram(run: str, step: str):
     try:
-        run, step, rng, worker, pipeline, said = _parse(run, step)
+        run, step, rng, worker, pipeline, run_id, said = _parse(run, step)
     except ValueError as e:
         return None, None, _bad(f"bad request: {e}")
     store: MetricsStore = current_app.extensions[EXTENSION]
     try:
-        hist = store.step_histogram(run, step, rng, pipeline=pipeline, worker=worker)
+        scope: RunScope | str = run
+        if run_id is not None:
+            info = store.run(run, time.time_ns(), run_id)
+            if info is None:
+                return None, None, _bad(f"not found: job {run!r} has no run {run_id!r}", 404)
+            scope = info.scope
+            said += f", run {run_id}"
+        hist = store.step_histogram(scope, step, rng, pipeline=pipeline, worker=worker)
         if hist.total_count == 0:
             why = _missing(store, run, step, worker, pipeline)
             if why:

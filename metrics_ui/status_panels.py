@@ -13,6 +13,7 @@ import dash
 from collector.influx import InfluxError
 from collector.query.panels import BackpressureView, Marker
 from collector.query.ranges import TimeRange
+from collector.query.run_scope import RunScope
 from collector.query.series import MARKET_SPREAD_STEPS
 from metrics_ui import chart_rows as rows
 from metrics_ui import components as c
@@ -50,6 +51,24 @@ def unpack(window: dict) -> tuple[TimeRange, int, str, list[Marker]]:
 
 
 
+def scope(window: dict, run: str) -> RunScope | str:
+    """Return the points the window's run owns (`RunScope`, as the main callback put it), else job `run`'s."""
+    found = window.get("scope")
+    if not isinstance(found, list) or len(found) != 5 or found[0] != run or not isinstance(found[1], str):
+        return run
+    _, run_id, query, start, end = found
+    return RunScope(run, run_id, query if isinstance(query, str) else None, _opt_int(start), _opt_int(end))
+
+
+def scope_data(s: RunScope) -> list | None:
+    """Return a run scope as the page's window keeps it (None: the whole job)."""
+    return None if s.run_id is None else [s.job, s.run_id, s.query, s.start_ns, s.end_ns]
+
+
+def _opt_int(v) -> int | None:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 def step_order(window: dict) -> tuple:
     """Return the step order of the window's run (a query that records no steps: none)."""
     return tuple(window.get("steps", MARKET_SPREAD_STEPS))
@@ -78,7 +97,8 @@ def bp_parts(bp: BackpressureView, order: tuple, window: dict) -> tuple[dict, di
 
 
 def bp_view(window: dict, run: str) -> BackpressureView:
-    return c.store().backpressure_view(run, status_read(window), int(window["interval"]), step_order(window))
+    return c.store().backpressure_view(scope(window, run), status_read(window), int(window["interval"]),
+                                       step_order(window))
 
 
 def bp_chart_parts(window: dict, run: str) -> dict | None:
@@ -134,14 +154,16 @@ def chart_entry(build_figure, view, title: str, window: dict) -> tuple:
 
 def batch_chart_parts(window: dict, run: str) -> dict | None:
     try:
-        return batch_chart_parts_of(c.store().batch_view(run, status_read(window), int(window["interval"])), window)
+        return batch_chart_parts_of(c.store().batch_view(scope(window, run), status_read(window),
+                                                         int(window["interval"])), window)
     except InfluxError:
         return None
 
 
 def ingress_chart_parts(window: dict, run: str) -> dict | None:
     try:
-        return ingress_chart_parts_of(c.store().ingress_view(run, status_read(window), int(window["interval"])),
+        return ingress_chart_parts_of(c.store().ingress_view(scope(window, run), status_read(window),
+                                                             int(window["interval"])),
                                        window)
     except InfluxError:
         return None
@@ -161,8 +183,8 @@ def spark_outputs(window, run, digests, spark_open=False, ingress_open=False):
     try:
         store = c.store()
         status = status_read(window)
-        batches = store.batch_view(run, status, int(window["interval"]))
-        ingress = store.ingress_view(run, status, int(window["interval"]))
+        batches = store.batch_view(scope(window, run), status, int(window["interval"]))
+        ingress = store.ingress_view(scope(window, run), status, int(window["interval"]))
     except InfluxError:
         return (dash.no_update,) * 6
     slowest = max(batches.slowest_ms.values, default=None)

@@ -16,7 +16,11 @@ LIVE_AFTER_NS = 10 * NS                      # a run is live if its last point i
 #: Relative range choices of the picker: value -> (label, seconds).
 RANGES = {"5m": ("last 5 min", 300), "1h": ("last 1 h", 3600), "24h": ("last 24 h", 86400)}
 RANGE_CUSTOM = "custom"
-DEFAULT_RANGE = "5m"
+#: The whole of the run a page shows: its start to its end (a live run's: now).
+RANGE_RUN = "run"
+RANGE_RUN_LABEL = "whole run"
+DEFAULT_RANGE = RANGE_RUN
+_FALLBACK_RANGE = "5m"                       # "whole run" of a run whose start is unknown
 _RFC3339 = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|z|[+-]\d{2}:\d{2})$")
 _MIN_NS, _MAX_NS = 0, 4_102_444_800 * NS     # 1970 .. 2100
@@ -150,10 +154,15 @@ def _picked(text: str) -> int:
 
 
 def resolve_range(choice: str | None, anchor: int, custom_from: str | None = None,
-                  custom_to: str | None = None) -> TimeRange:
-    """Turn the picker's choice (and custom times) into a TimeRange; raise ValueError with a reason."""
-    if choice is not None and (not isinstance(choice, str) or (choice != RANGE_CUSTOM and choice not in RANGES)):
-        raise ValueError(f"unknown range {str(choice)[:20]!r}: pick one of {', '.join(RANGES)} or custom")
+                  custom_to: str | None = None, start_ns: int | None = None) -> TimeRange:
+    """Turn the picker's choice (and custom times) into a TimeRange; raise ValueError with a reason.
+
+    The whole run (`RANGE_RUN`, the default) is `start_ns` (the run's start) to the anchor;
+    the last 5 min when the start is not given.
+    """
+    if choice is not None and (not isinstance(choice, str) or
+                               (choice not in (RANGE_CUSTOM, RANGE_RUN) and choice not in RANGES)):
+        raise ValueError(f"unknown range {str(choice)[:20]!r}: pick one of {', '.join((RANGE_RUN, *RANGES))} or custom")
     if choice == RANGE_CUSTOM:
         if not custom_from:
             raise ValueError("custom range: pick a start date and time")
@@ -162,5 +171,9 @@ def resolve_range(choice: str | None, anchor: int, custom_from: str | None = Non
         if end <= start:
             raise ValueError("custom range: the end must be after the start")
         return TimeRange(start, end)
-    seconds = RANGES.get(choice or DEFAULT_RANGE, RANGES[DEFAULT_RANGE])[1]
-    return TimeRange(anchor - seconds * NS, anchor)
+    choice = choice or DEFAULT_RANGE
+    if choice == RANGE_RUN:
+        if start_ns is not None and start_ns < anchor:
+            return TimeRange(start_ns, anchor)
+        choice = _FALLBACK_RANGE
+    return TimeRange(anchor - RANGES[choice][1] * NS, anchor)

@@ -15,7 +15,7 @@ whole figures also carry the series hidden from their legends (`JOB_HIDDEN`, `re
 """
 from __future__ import annotations
 
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 import dash
 from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html
@@ -26,11 +26,13 @@ from metrics_ui import chart_rows as rows
 from metrics_ui import components as c
 from metrics_ui import figures
 from metrics_ui import run_end
+from metrics_ui import run_links as links
 from metrics_ui import spark_components as sc
 from metrics_ui import status_panels as sp
 from collector.query.panels import Marker
 from collector.query.series import MARKET_SPREAD_STEPS, START_TO_END
 from collector.query.ranges import RANGE_CUSTOM, TimeRange, check_name
+from collector.query.run_groups import pick_run, query_runs
 from collector.query.series import RunInfo
 from collector.units import NS
 from collector.query.resolution import bucket_s
@@ -81,12 +83,14 @@ def layout(run_id: str | None = None, **query) -> html.Div:
     """
     run = unquote(run_id or "")
     q = c.page_query(query)
+    spark_run, run_error = links.asked_run_id(query)
     try:
-        asked, url_error = rows.parse_open(query.get("open"), tuple(ROWS)), q.error
+        asked, url_error = rows.parse_open(query.get("open"), tuple(ROWS)), q.error or run_error
     except ValueError as e:
-        asked, url_error = None, q.error or str(e)
+        asked, url_error = None, q.error or run_error or str(e)
+    runs = _job_runs(run)
     main = _filled(_job_outputs(run, q.choice, q.from_date, q.from_time, q.to_date, q.to_time, {}, url_error, {},
-                                tick=False),
+                                tick=False, run_id=spark_run, runs=runs),
                    ("", "status", "", figures.empty_figure("Throughput"), figures.empty_figure("Start-to-end latency"),
                     None, None, None, [], None, False, None, {}))
     (title, title_class, summary, throughput, percentiles, steps, pipelines, workers, ended, banner, live, window,
@@ -101,13 +105,15 @@ def layout(run_id: str | None = None, **query) -> html.Div:
                        (sc.HIDDEN, None, [], sc.HIDDEN) * len(sc.SECTIONS) + ({},))
     disabled, interval = c.refresh_state(q.refresh, live)
     return html.Div([
-        dcc.Store(id=JOB_RUN, data=run), dcc.Store(id=JOB_LIVE, data=live), dcc.Store(id=JOB_WINDOW, data=window),
+        dcc.Store(id=JOB_RUN, data=run), dcc.Store(id=links.JOB_RUN_ID, data=spark_run),
+        dcc.Store(id=JOB_LIVE, data=live), dcc.Store(id=JOB_WINDOW, data=window),
         dcc.Store(id=JOB_URL), dcc.Store(id=JOB_DIGESTS, data=digests), dcc.Store(id=JOB_HIDDEN, data={}),
         dcc.Store(id=JOB_URL_ERROR, data=url_error), dcc.Store(id=sp.JOB_BP + "-digests", data=bp[3]),
         dcc.Store(id=sp.JOB_BATCHES + "-digests", data=spark[4]), dcc.Store(id=JOB_QUERY_DIGESTS, data=sections[-1]),
         dcc.Store(id=JOB_ROWS_URL),
         html.Div([dcc.Link("← runs", href="/"), html.H2(["Run ", html.Code(run)]),
                   html.Span(title, id=JOB_TITLE, className=title_class)], className="page-head"),
+        html.Div(_runs_head(spark_run, runs), id=links.JOB_QUERY_RUNS),
         html.Div(ended, id=run_end.JOB_END),
         c.page_controls(JOB_RANGE, q),
         html.Div(banner, id=JOB_BANNER),
@@ -171,7 +177,8 @@ def _window(rng: TimeRange, interval: int, revision: str, markers: list[Marker],
             "shown": [shown.start_ns, shown.end_ns], "tick": tick,
             "steps": list(info.steps) if info else list(MARKET_SPREAD_STEPS),
             "generic": bool(info and _generic(info)), "app": info.app_id if info else None,
-            "stepless": bool(info and _stepless(info)), "rates": list(_rate_span(rng.start_ns, status_end, info))}
+            "stepless": bool(info and _stepless(info)), "rates": list(_rate_span(rng.start_ns, status_end, info)),
+            "scope": sp.scope_data(info.scope) if info else None}
 
 
 def _rate_span(start_ns: int, end_ns: int, info: RunInfo | None) -> TimeRange:
@@ -212,15 +219,37 @@ def _unreadable(error: InfluxError) -> tuple:
           Output(JOB_DIGESTS, "data"),
           Input(JOB_INTERVAL, "n_intervals"), *c.range_inputs(JOB_RANGE), State(JOB_RUN, "data"),
           State(JOB_DIGESTS, "data"), State(JOB_URL_ERROR, "data"), State(JOB_HIDDEN, "data"),
-          prevent_initial_call=True)
-def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests, url_error=None, hidden=None):
+          State(links.JOB_RUN_ID, "data"), prevent_initial_call=True)
+def refresh_job(_n, choice, from_date, from_time, to_date, to_time, run, digests, url_error=None, hidden=None,
+                run_id=None):
     """Resolve the range, reload the latency figures and tables, and hand the range to the other panels."""
     tick = ctx.triggered_id == JOB_INTERVAL        # a refresh: charts send their new points only
-    return _job_outputs(run, choice, from_date, from_time, to_date, to_time, digests, url_error, hidden, tick)
+    return _job_outputs(run, choice, from_date, from_time, to_date, to_time, digests, url_error, hidden, tick,
+                        run_id if isinstance(run_id, str) and run_id else None)
 
 
-def _job_outputs(run, choice, from_date, from_time, to_date, to_time, digests, url_error, hidden, tick: bool) -> tuple:
-    """Return `refresh_job`'s outputs (the page's first layout has them too); `tick`: charts may go as a Patch."""
+def _job_runs(run: str) -> list[RunInfo] | None:
+    """Return the job's runs for the page's first layout (None: a bad name or InfluxDB failing: the main
+    outputs say so)."""
+    try:
+        check_name(run, "run id")
+        return c.store().job_runs(run, c.now_ns())
+    except (ValueError, InfluxError):
+        return None
+
+
+def _runs_head(run_id: str | None, runs: list[RunInfo] | None) -> list:
+    """Return the head's run id and the list of the shown run's query's runs."""
+    shown = pick_run(runs or [], run_id)
+    return links.query_runs_panel(shown, query_runs(runs or [], shown) if shown is not None else [])
+
+
+def _job_outputs(run, choice, from_date, from_time, to_date, to_time, digests, url_error, hidden, tick: bool,
+                 run_id: str | None = None, runs: list[RunInfo] | None = None) -> tuple:
+    """Return `refresh_job`'s outputs (the page's first layout has them too); `tick`: charts may go as a Patch.
+
+    `run_id`: Spark's run the page shows (None: the job's newest); `runs`: the job's runs when already read.
+    """
     keep = [dash.no_update] * 9
     try:
         check_name(run, "run id")
@@ -231,28 +260,30 @@ def _job_outputs(run, choice, from_date, from_time, to_date, to_time, digests, u
                 c.warning_banner(str(e)), False, None, {})
     try:
         store, now = c.store(), c.now_ns()
-        info = store.run(run, now)
+        info = pick_run(runs, run_id) if runs is not None else store.run(run, now, run_id)
         if info is None:
             empty = c.table(c.STATS_HEADER, [])
-            return ("no data yet", "status", "no data yet for this run",
+            return ("no data yet", "status", links.no_such_run(run, run_id) if run_id else "no data yet for this run",
                     figures.empty_figure("Throughput"), figures.empty_figure("Start-to-end latency"),
-                    empty, empty, empty, [], None, True, None, {})
+                    empty, empty, empty, [], None, not run_id, None, {})
         try:
-            rng = c.picked_range(choice, info.anchor_ns(now), from_date, from_time, to_date, to_time)
+            rng = c.picked_range(choice, info.anchor_ns(now), from_date, from_time, to_date, to_time,
+                                 start_ns=info.first_ns)
         except ValueError as e:
             return keep + [c.warning_banner(str(e)), info.live, dash.no_update, dash.no_update]
         interval = bucket_s(rng)
         end_step = info.last_step or START_TO_END
-        view = store.job_view(run, rng, interval, info.steps, end_step)
-        markers = store.markers(run, _status_range(rng, info.anchor_ns(now), info.live))
+        scope = info.scope
+        view = store.job_view(scope, rng, interval, info.steps, end_step)
+        markers = store.markers(scope, _status_range(rng, info.anchor_ns(now), info.live))
     except InfluxError as e:
         if digests:         # what the page shows stays, under the banner, until InfluxDB answers again
             return keep + [c.influx_error_banner(e), True, dash.no_update, dash.no_update]
         return _unreadable(e)
-    revision = run        # a new range comes with its own x range; hidden series and y zooms stay
+    revision = scope.key        # a new range comes with its own x range; hidden series and y zooms stay
     step_rows = c.stats_rows(view.steps)
     for row in step_rows:
-        row[0] = dcc.Link(row[0], href=f"/step/{quote(run, safe='')}/{quote(row[0], safe='')}")
+        row[0] = dcc.Link(row[0], href=links.step_url(run, row[0], info.run_id))
     summary = (f"{view.events:,} events start-to-end in the range · {info.events:,} in the whole run · "
                f"{run_end.end_text(info) or info.status}")
     throughput_title, latency_title = "Throughput (start-to-end, per pipeline)", "Start-to-end latency (max over workers)"
@@ -308,7 +339,7 @@ def remember_hidden(_throughput, _percentiles, throughput_fig, percentiles_fig, 
 def _section_view(store, section: str, run: str, window: dict):
     """Read one section's typed view for the page's window (None: an application with no id)."""
     rates = window.get("rates")
-    return sc.read_section(store, section, run, sp.status_read(window), int(window["interval"]), window.get("app"),
+    return sc.read_section(store, section, sp.scope(window, run), sp.status_read(window), int(window["interval"]), window.get("app"),
                            TimeRange(int(rates[0]), int(rates[1])) if rates else None)
 
 

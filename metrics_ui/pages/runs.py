@@ -1,6 +1,11 @@
 """Runs page: every run with how it ended, its timing, throughput, p99 and the alert rules
 firing on it (a rule without a job fires on every run).
 
+A run is one start of a streaming query (Spark's runId); the runs of one query (its id, kept
+across restarts from one checkpoint) are listed together, newest first, under the query's
+name (an unnamed query: its application and short id), the queries by their newest run; an
+earlier run's name is marked `↳`. Two queries never share an entry, whatever their names.
+
 A run's status is live, finished, stopped, failed (with its exception's class and message, the
 whole of it in the tooltip) or lost (when its driver was last heard from): `run_end`.
 A run is Market Spread's (events/s and start-to-end p99 from its latency histograms) or any
@@ -14,7 +19,7 @@ can be picked here for the compare page."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 import dash
 from dash import Input, Output, callback, dcc, html
@@ -26,7 +31,9 @@ from collector.run_status import LOST_AFTER_S
 from metrics_ui import alerts_banner
 from metrics_ui import components as c
 from metrics_ui import run_end
+from metrics_ui import run_links as links
 from collector.query.bench_runs import BenchStore
+from collector.query.run_groups import group_runs, short_id
 from collector.query.series import START_TO_END, RunInfo
 
 dash.register_page(__name__, path="/", title="Runs · Market Spread metrics", name="Runs")
@@ -40,17 +47,17 @@ PICK_RUNS = 20
 RUNS_PICK_BOX = "runs-pick-box"
 _HIDDEN = {"display": "none"}
 # "\n": where a long header breaks (th is white-space: pre-line), so the table fits a 1280-px window
-RUNS_HEADER = ("run", "status", "start (UTC)", "duration", "events",
+RUNS_HEADER = ("query", "status", "start (UTC)", "duration", "events",
                "throughput\nlast 60 s or test window", "p99 last step\nlast min or test window",
-               "backpressure", "query id", "alerts firing")
+               "backpressure", "query id\nrun id", "alerts firing")
 RUNS_NOTE = "runs-note"
 THROUGHPUT_NOTE = ("Throughput, last 60 s: for a query, the rows of its batches that started in the 60 s before its "
                    "newest batch ended, divided by 60 s (by its length when it ran for less); for Market Spread, its "
                    "start-to-end events in its last minute of data per second; for a performance test, over its "
                    "measurement window. A lost run said it was running and then went quiet for "
                    f"{LOST_AFTER_S:.0f} s: its driver was killed or lost.")
-#: Characters of a query id the table shows (a UUID's first group); the whole id is its tooltip.
-QUERY_ID_CHARS = 8
+#: Marks a query's earlier runs, listed under its newest.
+EARLIER = "↳ "
 
 
 def layout(**_query) -> html.Div:
@@ -83,15 +90,24 @@ def _firing_by_run(runs: list[RunInfo]) -> dict[str, list[str]]:
     return {r.run: [rule.name for rule in rules if rule.job in (None, r.run)] for r in runs}
 
 
-def _row(r: RunInfo, firing: list[str]) -> list:
+def _row(r: RunInfo, firing: list[str], name: str, earlier: bool = False) -> list:
     start = datetime.fromtimestamp(r.first_ns / 1e9, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-    return [dcc.Link(r.run, href=f"/run/{quote(r.run, safe='')}"),
+    return [dcc.Link((EARLIER if earlier else "") + name, href=links.run_url(r.run, r.run_id),
+                     title=f"job {r.run}" + (f" · run {r.run_id}" if r.run_id else "")),
             run_end.status_cell(r), start,
             html.Span(c.fmt_duration(r.duration_s), title=f"{r.duration_s:,.0f} s"),
             f"{r.events:,}", _throughput(r), _p99(r),
             html.Span(r.backpressure or "—", className=f"bp bp-{(r.backpressure or 'none').lower()}"),
-            html.Span(r.query_id[:QUERY_ID_CHARS], title=r.query_id, className="query-id") if r.query_id else "—",
+            _ids(r),
             dcc.Link(", ".join(firing), href="/alerts", className="alert-state alert-firing") if firing else "—"]
+
+
+def _ids(r: RunInfo):
+    """Return the query id and run id cell: their first characters, the whole ids in the tooltip."""
+    if not r.query_id and not r.run_id:
+        return "—"
+    return html.Span(f"{short_id(r.query_id) or '—'} / {short_id(r.run_id) or '—'}",
+                     title=f"query id {r.query_id or '—'}\nrun id {r.run_id or '—'}", className="query-id")
 
 
 def _throughput(r: RunInfo) -> str:
@@ -125,8 +141,8 @@ def _runs_outputs(n: int | None) -> tuple:
             else dash.no_update
         return table, c.influx_error_banner(e)
     firing = _firing_by_run(runs)
-    return c.table(RUNS_HEADER, [_row(r, firing.get(r.run, [])) for r in runs],
-                   empty="no runs yet: start a job with metrics on"), None
+    rows = [_row(r, firing.get(r.run, []), g.name, i > 0) for g in group_runs(runs) for i, r in enumerate(g.runs)]
+    return c.table(RUNS_HEADER, rows, empty="no runs yet: start a job with metrics on"), None
 
 
 @callback(Output(RUNS_PICK, "options"), Output(RUNS_PICK_BOX, "style"), Input(RUNS_INTERVAL, "n_intervals"),

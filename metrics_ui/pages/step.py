@@ -6,7 +6,7 @@ a tick sends only the outputs that changed (the throughput chart as a Patch of i
 """
 from __future__ import annotations
 
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 import dash
 from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html
@@ -16,6 +16,7 @@ from collector.influx import InfluxError
 
 from metrics_ui import components as c
 from metrics_ui import figures
+from metrics_ui import run_links as links
 from metrics_ui.export import export_url
 from collector.query.ranges import RANGE_CUSTOM, check_name, check_worker
 from collector.query.resolution import bucket_s
@@ -54,17 +55,20 @@ def layout(run_id: str | None = None, step: str | None = None, **query) -> html.
     """
     run, step = unquote(run_id or ""), unquote(step or "")
     q = c.page_query(query)
-    first = _step_outputs({"run": run, "step": step}, q.choice, q.from_date, q.from_time, q.to_date, q.to_time,
-                          None, None, {}, q.error, tick=False)
-    defaults = ("", None, *_empty_charts(figures.NO_DATA), None, export_url(run, step, "csv"),
-                export_url(run, step, "hgrm"), [], [], None, False, {})
+    spark_run, run_error = links.asked_run_id(query)
+    key = {"run": run, "step": step, "run_id": spark_run}
+    first = _step_outputs(key, q.choice, q.from_date, q.from_time, q.to_date, q.to_time,
+                          None, None, {}, q.error or run_error, tick=False)
+    defaults = ("", None, *_empty_charts(figures.NO_DATA), None, export_url(run, step, "csv", run_id=spark_run),
+                export_url(run, step, "hgrm", run_id=spark_run), [], [], None, False, {})
     (summary, percentiles, bins, curve, throughput, workers, csv, hgrm, pipelines, worker_options, banner, live,
      digests) = (d if v is dash.no_update else v for v, d in zip(first, defaults))
     disabled, interval = c.refresh_state(q.refresh, live)
     return html.Div([
-        dcc.Store(id=STEP_KEY, data={"run": run, "step": step}), dcc.Store(id=STEP_LIVE, data=live),
-        dcc.Store(id=STEP_URL), dcc.Store(id=STEP_DIGESTS, data=digests), dcc.Store(id=STEP_URL_ERROR, data=q.error),
-        html.Div([dcc.Link("← run", href=f"/run/{quote(run, safe='')}"),
+        dcc.Store(id=STEP_KEY, data=key), dcc.Store(id=STEP_LIVE, data=live),
+        dcc.Store(id=STEP_URL), dcc.Store(id=STEP_DIGESTS, data=digests),
+        dcc.Store(id=STEP_URL_ERROR, data=q.error or run_error),
+        html.Div([dcc.Link("← run", href=links.run_url(run, spark_run)),
                   html.H2(["Step ", html.Code(step), " of run ", html.Code(run)])], className="page-head"),
         c.page_controls(STEP_RANGE, q),
         html.Div([dcc.Dropdown(id=STEP_PIPELINE, options=pipelines, placeholder="all pipelines", clearable=True,
@@ -110,10 +114,13 @@ def _step_outputs(key, choice, from_date, from_time, to_date, to_time, pipeline,
                   tick: bool) -> tuple:
     """Return `refresh_step`'s outputs (the page's first layout has them too); `tick`: charts may go as a Patch."""
     run, step = (key.get("run"), key.get("step")) if isinstance(key, dict) else (None, None)
+    run_id = key.get("run_id") if isinstance(key, dict) and isinstance(key.get("run_id"), str) else None
     keep = [dash.no_update] * 10
     try:
         check_name(run, "run id")
         check_name(step, "step")
+        if run_id:
+            check_name(run_id, "run id")
         if pipeline:
             check_name(pipeline, "pipeline")
         if worker:
@@ -124,17 +131,19 @@ def _step_outputs(key, choice, from_date, from_time, to_date, to_time, pipeline,
                 dash.no_update, dash.no_update, [], [], c.warning_banner(str(e)), False, {})
     try:
         store, now = c.store(), c.now_ns()
-        info = store.run(run, now)
+        info = store.run(run, now, run_id)
         if info is None:
-            return ("no data yet for this run", None, *_empty_charts(figures.NO_DATA),
+            return (links.no_such_run(run, run_id) if run_id else "no data yet for this run", None, *_empty_charts(figures.NO_DATA),
                     c.table(c.STATS_HEADER, []), dash.no_update, dash.no_update, [], [], None, True, {})
         try:
-            rng = c.picked_range(choice, info.anchor_ns(now), from_date, from_time, to_date, to_time)
+            rng = c.picked_range(choice, info.anchor_ns(now), from_date, from_time, to_date, to_time,
+                                 start_ns=info.first_ns)
         except ValueError as e:
             return keep + [c.warning_banner(str(e)), info.live, dash.no_update]
         pipelines, workers = store.step_filters(run, step)
-        view = store.step_view(run, step, rng, bucket_s(rng), pipeline=pipeline or None, worker=worker or None)
-        markers = store.markers(run, rng)
+        run_scope = info.scope
+        view = store.step_view(run_scope, step, rng, bucket_s(rng), pipeline=pipeline or None, worker=worker or None)
+        markers = store.markers(run_scope, rng)
     except InfluxError as e:
         if digests:         # what the page shows stays, under the banner, until InfluxDB answers again
             return keep + [c.influx_error_banner(e), True, dash.no_update]
@@ -148,7 +157,7 @@ def _step_outputs(key, choice, from_date, from_time, to_date, to_time, pipeline,
     scope = " · ".join(x for x in (pipeline, worker) if x)
     summary = (f"{view.events:,} events in the range" + (f" ({scope})" if scope else "") if view.events
                else "no data yet for this run in the range")
-    revision = f"{run}|{step}"   # a new range comes with its own x range; hidden series and y zooms stay
+    revision = f"{run_scope.key}|{step}"   # a new range comes with its own x range; hidden series and y zooms stay
     frame = (c.shown_range(rng, info.first_ns, rng.end_ns), revision, markers)
     marks = p if view.events else None
     changed, digests = c.only_changed({
@@ -159,8 +168,8 @@ def _step_outputs(key, choice, from_date, from_time, to_date, to_time, pipeline,
         "throughput": ((view.throughput, frame), lambda: figures.time_axes(
             figures.throughput_figure(view.throughput, f"Throughput of {step} (per pipeline)"), *frame)),
         "workers": (view.workers, lambda: c.table(c.STATS_HEADER, c.stats_rows(view.workers), STEP_WORKERS + "-table")),
-        "csv": c.as_is(export_url(run, step, "csv", rng, worker or None, pipeline or None)),
-        "hgrm": c.as_is(export_url(run, step, "hgrm", rng, worker or None, pipeline or None)),
+        "csv": c.as_is(export_url(run, step, "csv", rng, worker or None, pipeline or None, info.run_id)),
+        "hgrm": c.as_is(export_url(run, step, "hgrm", rng, worker or None, pipeline or None, info.run_id)),
         "pipelines": c.as_is([{"label": x, "value": x} for x in pipelines]),
         "workers_filter": c.as_is([{"label": x, "value": x} for x in workers])}, digests,
         patch=("throughput",), scope="step", tick=tick)
