@@ -21,6 +21,7 @@ from collector.vocabulary import STEP_E2E
 
 from metrics_ui import components as c
 from metrics_ui import compare_figures as cf
+from metrics_ui import query_compare
 from collector.query.bench_runs import DEFAULT_THRESHOLD, BenchRun, BenchStore, compare_runs, group_by_label, parse_runs, parse_threshold
 from collector.query.compare_stats import IMPROVEMENT, NOT_ENOUGH, REGRESSION, Comparison
 
@@ -59,7 +60,8 @@ def _threshold_from_url(threshold: str | None) -> tuple[float, str | None]:
         return DEFAULT_THRESHOLD * 100, f"{e}; using {DEFAULT_THRESHOLD * 100:g} %"
 
 
-def layout(runs: str | None = None, threshold: str | None = None, group: str | None = None, **_query) -> html.Div:
+def layout(runs: str | None = None, threshold: str | None = None, group: str | None = None,
+           query_runs: str | None = None, **_query) -> html.Div:
     """Return the compare page, filled; the runs, threshold and grouping come from the URL's query.
 
     The callbacks' own functions fill it, so the browser draws each chart once, with no round
@@ -78,6 +80,7 @@ def layout(runs: str | None = None, threshold: str | None = None, group: str | N
         dcc.Store(id=COMPARE_ASKED, data=asked),
         dcc.Store(id=COMPARE_PARAM_ERROR, data=error),
         html.Div([dcc.Link("← runs", href="/"), html.H2("Compare performance-test runs")], className="page-head"),
+        query_compare.section(query_runs),
         html.Div([
             html.Label("Runs (the first is the baseline): ", htmlFor=COMPARE_PICKER),
             dcc.Dropdown(id=COMPARE_PICKER,

@@ -80,6 +80,11 @@ def test_runs_are_spark_runs_and_each_page_shows_its_own(spark, tmp_path, influx
     dash_duo.wait_for_text_to_equal("#job-run-id-shown", later.run_id, timeout=TIMEOUT)
     dash_duo.wait_for_contains_text("#job-query-batches-summary", f"{expected[later.run_id]:,} micro-batches",
                                     timeout=TIMEOUT)
+    # compared with the run before it on the compare page: both runs, the earlier as the baseline
+    dash_duo.find_element("#job-query-runs-compare").click()
+    dash_duo.wait_for_contains_text("#compare-query-runs-table", "baseline", timeout=TIMEOUT)
+    cells = [row.text for row in dash_duo.find_elements("#compare-query-runs-table tbody tr")]
+    assert [t.split()[0] for t in cells] == [earlier.run_id[:8], later.run_id[:8]], cells
     # the runs page: the restarted query's runs together, the newest first, each linking to its own page
     dash_duo.wait_for_page(url=f"{dash_duo.server_url}/")
     dash_duo.wait_for_element(f"#runs-table a[href='/run/again?run={later.run_id}']", timeout=TIMEOUT)
