@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from collector.names import to_name
 from collector.query.series import RunInfo
 
 #: Characters of an id the pages show (a UUID's first group); the whole id is its tooltip.
@@ -42,10 +43,12 @@ def query_key(r: RunInfo) -> str:
 
 
 def display_name(r: RunInfo) -> str:
-    """Return a run's query as the pages name it: its name, or, unnamed (its tag is its id), its job and short id."""
+    """Return a run's query as the pages name it: its name (`coll/a`); unnamed (its tag is its id), its job (the
+    application's name, or the monitor's `run`) and short id; a query whose job is not its name (Market Spread's
+    runs, named by their run), its job."""
     if r.query and r.query_id and r.query == r.query_id:
         return f"{r.run} · {short_id(r.query_id)}"
-    return r.query or r.run
+    return r.query if r.query and to_name(r.query, r.run) == r.run else r.run
 
 
 def _newest_first(r: RunInfo) -> tuple[int, int]:
