@@ -60,7 +60,7 @@ def test_runs_and_job_pages_follow_any_query(dash_duo, ui_app, influx_client):
     assert not dash_duo.find_elements("#job-sources-rates") and not dash_duo.find_elements("#job-bp-busy")
     for row in ("sources", "state", "executors"):
         dash_duo.find_element(f"#job-{row}-toggle").click()
-    dash_duo._wait_for(lambda d: d.current_url.endswith("?open=batches%2Csources%2Cstate%2Cexecutors"),
+    dash_duo._wait_for(lambda d: d.current_url.endswith("&open=batches%2Csources%2Cstate%2Cexecutors"),
                        timeout=TIMEOUT, msg="the address does not name the open rows")
     for graph, traces in (("job-sources-rates", 6), ("job-query-batches-duration", 4), ("job-state-rows", 3),
                           ("job-executors-heap", 6), ("job-executors-gc", 6), ("job-throughput", 1),
