@@ -118,7 +118,7 @@ class SparkMonitor:
         self._aggregators: dict[tuple[str, str], IntervalAggregator] = {}   # (run, query) -> intervals
         self._lock = threading.Lock()
         self._triggers: dict[str, tuple[str | None, int | None]] = {}   # query id -> (trigger class, ms)
-        self._context_stop = None                         # the SparkContext's own stop, while wrapped
+        self._context_stop = None                         # the wrapper on the SparkContext's stop, while there
         self.unreadable = 0                               # task sample files or lines skipped
 
     # -- lifecycle
@@ -168,6 +168,7 @@ class SparkMonitor:
         Wrapped on this SparkContext object alone; `stop()` puts its own method back.
         """
         original = sc.stop
+        previous = vars(sc).get("stop")             # another monitor's wrapper, if any
 
         def stop(*args, **kwargs):
             try:
@@ -181,7 +182,7 @@ class SparkMonitor:
 
         try:
             sc.stop = stop
-            self._context_stop = original
+            self._context_stop = (stop, previous)
         except (AttributeError, TypeError):
             pass
 
@@ -207,10 +208,12 @@ class SparkMonitor:
         atexit.unregister(self.stop)
         sc = self.spark.sparkContext
         if self._context_stop is not None:
-            try:
-                del sc.stop                 # the context's own method again
-            except AttributeError:
-                pass
+            wrapper, previous = self._context_stop
+            if vars(sc).get("stop") is wrapper:             # not wrapped again since
+                if previous is None:
+                    del sc.stop                             # the context's own method again
+                else:
+                    sc.stop = previous
             self._context_stop = None
         executors, self._executors = self._executors, None
         if executors is not None:

@@ -152,3 +152,13 @@ def test_a_session_built_without_the_metrics_sink_says_once_how_to_get_executor_
             pass
     said = [r.getMessage() for r in caplog.records if "executor_metrics_conf()" in r.getMessage()]
     assert len(said) == 1 and "SparkSession.builder.config(map=executor_metrics_conf())" in said[0]
+
+
+def test_the_monitor_follows_its_sessions_stop_only_while_it_runs(spark, tmp_path):
+    sc = spark.sparkContext
+    with monitor(spark, run="a", writer=MemoryWriter(), spool_dir=tmp_path / "a"):
+        assert "stop" in vars(sc)                   # spark.stop() stops the monitor first
+        with monitor(spark, run="b", writer=MemoryWriter(), spool_dir=tmp_path / "b"):
+            pass
+        assert "stop" in vars(sc)                   # the inner one left the outer's in place
+    assert "stop" not in vars(sc)                   # the context's own method again
