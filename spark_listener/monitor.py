@@ -18,6 +18,11 @@ the monitor does can fail the user's job: a failure is counted and logged once.
 No run is left `running` for ever: when the monitor stops (`stop()`, the context manager,
 the session's `stop()`, the interpreter's exit) every run it saw start and not end gets
 its end, stopped, or failed with the reason `stop(failure)` is given.
+
+The monitor also takes part in evaluating the state folder's alert rules (`alerts.service`:
+one evaluator per rules namespace at a time across every process of the product, by a
+lease), so a rule is evaluated while the job runs even with no dashboard up;
+`monitor(spark, alerts=False)` leaves that to other processes.
 """
 from __future__ import annotations
 
@@ -100,7 +105,8 @@ class SparkMonitor:
     """
 
     def __init__(self, spark, run: str | None = None, *, writer=None, influx: InfluxConfig | None = None,
-                 state_dir: Path | None = None, spool_dir: Path | None = None, interval_s: float = 1.0):
+                 state_dir: Path | None = None, spool_dir: Path | None = None, interval_s: float = 1.0,
+                 alerts: bool = True):
         self.spark = spark
         sc = spark.sparkContext
         self.app_id, self.app_name = str(sc.applicationId), str(sc.appName)
@@ -120,6 +126,8 @@ class SparkMonitor:
         self._triggers: dict[str, tuple[str | None, int | None]] = {}   # query id -> (trigger class, ms)
         self._context_stop = None                         # the wrapper on the SparkContext's stop, while there
         self.unreadable = 0                               # task sample files or lines skipped
+        self._evaluate = alerts
+        self._alerts = None                               # this process' alert evaluator (alerts.service)
 
     # -- lifecycle
 
@@ -154,6 +162,12 @@ class SparkMonitor:
                                               trigger_fn=self._trigger_kind, alive_fn=lambda: _alive(sc)).start()
         self.spark.streams.addListener(self._listener)
         self._executors = ExecutorWatch(sc, self.run, self._writer).start()
+        if self._evaluate:        # rules are evaluated while any monitored job runs: one process at a time
+            from alerts.service import start_alerts  # lazy: Spark's Python workers import this package (the recorders)
+            from alerts.settings import AlertSettings  # lazy: as above
+            self._alerts = start_alerts(self._influx or InfluxConfig.from_env(),
+                                        AlertSettings.from_env(state_dir=self.state_dir), self.state_dir,
+                                        sink=self._writer)
         self._stop_with_context(sc)
         atexit.register(self.stop)
         return self
@@ -193,6 +207,9 @@ class SparkMonitor:
         end failed with it; without it they end stopped.
         """
         self._detach(timeout, failure)
+        alerts, self._alerts = self._alerts, None
+        if alerts is not None:
+            alerts.stop(timeout)
         if self._relay is not None:
             self._relay.stop()
             self._relay = None

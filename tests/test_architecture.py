@@ -1,8 +1,8 @@
 """The architecture, checked on the source with `ast` (docs/ARCHITECTURE.md).
 
-Imports flow one way: `collector` imports nothing of the project; `engine`,
-`spark_listener` and `alerts` import only `collector`; `metrics_ui` only `collector` and
-`alerts`; `perf` everything below it, and `marketspread` everything (perf included: the
+Imports flow one way: `collector` imports nothing of the project; `engine` and `alerts`
+import only `collector`; `spark_listener` `collector` and `alerts`; `metrics_ui` only
+`collector` and `alerts`; `perf` everything below it, and `marketspread` everything (perf included: the
 `bench` command), never the other way round. Inside `engine`, each part (sub-package or
 top-level module) imports only parts of lower layers (ENGINE_LAYERS). Modules import
 each other without a cycle; an import inside a function says why on its line (`# lazy: <why>`: start-up or
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = {
     "collector": set(),
     "engine": {"collector"},
-    "spark_listener": {"collector"},
+    "spark_listener": {"collector", "alerts"},
     "alerts": {"collector"},
     "metrics_ui": {"collector", "alerts"},
     "marketspread": {"collector", "engine", "spark_listener", "alerts", "metrics_ui", "perf"},
