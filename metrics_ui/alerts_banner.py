@@ -1,7 +1,8 @@
 """Alerts in the dashboard: where the app finds rules and history, and the banner on every page.
 
-The UI never evaluates (the job's evaluator or `marketspread alerts serve` does, so no
-webhook is sent twice): it reads the rules file and the `alert_events` history of that
+The pages never evaluate (the dashboard's process runs an evaluator beside them, under the
+lease every evaluator shares, `alerts.lease`, so no webhook is sent twice): they read the
+rules file and the `alert_events` history of that
 file's namespace (`alerts.namespace`; the rules file is found as the CLI finds it:
 `MS_ALERTS_FILE`, else `<MS_STATE_DIR or .state>/alerts/rules.json`). The
 banner sits in the shared layout and refreshes on its own interval; it lists every
