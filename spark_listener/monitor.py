@@ -78,6 +78,14 @@ def _open_writer(state_dir: Path, name: str, influx: InfluxConfig | None) -> Inf
     return writer
 
 
+def _start_alerts(influx: InfluxConfig | None, state_dir: Path, writer):
+    """Start this process' alert evaluator (settings from the environment: a user's job has no others)."""
+    from alerts.service import start_alerts  # lazy: Spark's Python workers import this package (the recorders)
+    from alerts.settings import AlertSettings  # lazy: as above
+    return start_alerts(influx if influx is not None else InfluxConfig.from_env(),
+                        AlertSettings.from_env(state_dir=state_dir), state_dir, sink=writer)
+
+
 def executor_metrics_conf(host: str = "127.0.0.1", period_s: int = 2, *, writer=None,
                           state_dir: Path | None = None, influx: InfluxConfig | None = None) -> dict[str, str]:
     """Start a relay for Spark's metrics system now; return the Spark properties that send to it.
@@ -163,11 +171,7 @@ class SparkMonitor:
         self.spark.streams.addListener(self._listener)
         self._executors = ExecutorWatch(sc, self.run, self._writer).start()
         if self._evaluate:        # rules are evaluated while any monitored job runs: one process at a time
-            from alerts.service import start_alerts  # lazy: Spark's Python workers import this package (the recorders)
-            from alerts.settings import AlertSettings  # lazy: as above
-            self._alerts = start_alerts(self._influx or InfluxConfig.from_env(),
-                                        AlertSettings.from_env(state_dir=self.state_dir), self.state_dir,
-                                        sink=self._writer)
+            self._alerts = _start_alerts(self._influx, self.state_dir, self._writer)
         self._stop_with_context(sc)
         atexit.register(self.stop)
         return self
