@@ -22,7 +22,6 @@ import json
 import os
 import queue
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,7 +33,7 @@ from pathlib import Path
 
 from bench.output import ROOT, add_record_flag, result_path, shown, utc_stamp, write_result
 from collector.influx import ensure_database
-from collector.influx.server import InfluxServer
+from collector.influx.server import InfluxServer, free_port
 from perf.sysinfo import machine_summary
 
 RULES = {"dead": "batch_age > 20s", "lost": "status = lost"}
@@ -64,11 +63,6 @@ class _Receiver:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _batches(client, job: str) -> int:
     series = client.query('SELECT count("batch_ms") FROM "spark_progress" WHERE "run" = $run', {"run": job})
@@ -84,7 +78,7 @@ def trial(n: int, server: InfluxServer, work: Path, receiver: _Receiver, logs: P
                PYSPARK_PYTHON=sys.executable)
     cli = [sys.executable, "-m", "marketspread"]
     with open(logs / f"trial{n}-ui.log", "w") as ui_log, open(logs / f"trial{n}-job.log", "w") as job_log:
-        ui = subprocess.Popen(cli + ["ui", "--port", str(_free_port())], cwd=ROOT, env=env, stdout=ui_log,
+        ui = subprocess.Popen(cli + ["ui", "--port", str(free_port())], cwd=ROOT, env=env, stdout=ui_log,
                               stderr=subprocess.STDOUT)
         job = subprocess.Popen(cli + ["watch", "--", "examples/rate_windowed.py", "--duration", "0", "--rate", "2000",
                                       "--work-dir", str(work / "job")], cwd=ROOT, env=env, stdout=job_log,

@@ -10,9 +10,9 @@ alert back.
 from __future__ import annotations
 
 import signal
-import socket
 import time
 
+from collector.influx.server import free_port
 from collector.query.store import MetricsStore
 from perf.fleet import signal_session
 from tests.alerts.alertmanager_fixture import alertmanager  # noqa: F401 - the fixture
@@ -21,11 +21,6 @@ from tests.reliability.harness import ROOT, fleet_for, wait_until
 
 JOB = "rate_windowed"
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _batches(client, job: str) -> int:
@@ -40,7 +35,7 @@ def test_a_killed_driver_is_lost_and_pages_once_through_the_dashboard(tmp_path, 
                "MS_ALERTS_INTERVAL_S": "1"}
         fleet = fleet_for(tmp_path / "run", env)
         try:
-            ui = fleet.spawn("ui", ["ui", "--port", _free_port()])
+            ui = fleet.spawn("ui", ["ui", "--port", free_port()])
             job = fleet.spawn("job", ["watch", "--", ROOT / "examples" / "rate_windowed.py", "--duration", "0", "--rate", "200",
                                       "--trigger-ms", "500", "--work-dir", tmp_path / "job"])
             other = fleet.spawn("other", ["watch", "--", ROOT / "examples" / "stream_join.py", "--duration", "0",
