@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 from urllib.parse import unquote, urlsplit
 
-from collector.influx.credentials import credentials_path, load_credentials, recorded_url
+from collector.influx.credentials import credentials_path, load_credentials, running_url
 from collector.settings import default_state_dir, env_values
 
 DEFAULT_PORT = 18086                     # the project's own server; 8086 is left to a system InfluxDB
@@ -62,12 +62,13 @@ class InfluxConfig:
     def _with_project_credentials(self, environ: Mapping[str, str] | None, url_given: bool) -> "InfluxConfig":
         # Without a URL, the project's own server of the state folder is meant: the port it
         # runs on, and (it runs with auth) its admin credentials from its 0600 file unless
-        # some were given. They go to no other URL than that server's.
+        # some were given. They go only to that server while it runs (a live influxd with
+        # the folder's config, credentials.running_url): never to a stale port's stranger.
         state_dir = default_state_dir(environ)
-        running = recorded_url(state_dir)
+        running = running_url(state_dir)
         config = self if url_given or not running else replace(self, url=running)
-        if config.user or config.password or config.token or \
-                config.url.rstrip("/") not in (running, DEFAULT_URL):
+        if config.user or config.password or config.token or running is None or \
+                config.url.rstrip("/") != running:
             return config
         creds = load_credentials(credentials_path(state_dir))
         return config if creds is None else replace(config, user=creds.user, password=creds.password)

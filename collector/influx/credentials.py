@@ -37,13 +37,25 @@ def credentials_path(state_dir: Path | str) -> Path:
     return Path(state_dir) / "influxdb" / FILE_NAME
 
 
-def recorded_url(state_dir: Path | str) -> str | None:
-    """Return the URL the project server of `state_dir` last started on (its server.json), if any."""
+def running_url(state_dir: Path | str) -> str | None:
+    """Return the URL of the state folder's own server if it runs now, else None.
+
+    Its server.json names a pid and a URL; the server is the folder's own only if that pid
+    is alive and is `influxd` started with this folder's config file (which fixes the port:
+    a stranger that took the port first makes our influxd exit at start). A stale record, a
+    recycled pid or anything else listening on the port gets no credential.
+    """
+    root = Path(state_dir) / "influxdb"
     try:
-        url = json.loads((Path(state_dir) / "influxdb" / "server.json").read_text()).get("url")
-    except (OSError, ValueError, AttributeError):
+        info = json.loads((root / "server.json").read_text())
+        pid, url = int(info["pid"]), info["url"]
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
         return None
-    return url if isinstance(url, str) else None
+    conf = str((root / "influxdb.conf").resolve()).encode()
+    ours = state != "Z" and any(c.endswith(b"influxd") for c in cmd) and conf in cmd
+    return url.rstrip("/") if ours and isinstance(url, str) else None
 
 
 def load_credentials(path: Path | str) -> AdminCredentials | None:
