@@ -23,8 +23,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import socket
+import stat
 import time
 from dataclasses import dataclass, field
 from itertools import count
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from collector.names import to_name
+from collector.safe_delete import link_free, remove_tree
 from collector.samples import StepSample, decode_samples, encode_samples
 from collector.settings import default_state_dir
 
@@ -203,8 +204,10 @@ def _parse_name(path: Path) -> _Entry | None:
 
 def _read_file(path: Path, samples: list, uncounted: dict[str, Uncounted]) -> int:
     """Add a file's samples and uncounted rows; return how many lines could not be read."""
-    try:
-        data = path.read_bytes()
+    try:                            # a link planted in a shared spool is not followed
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            data = f.read()
     except OSError:
         return 1
     bad = 0
@@ -258,10 +261,13 @@ def read_folder(folder: Path, newest_only: bool = True) -> SpoolBatch:
 def collect_batch_figures(spool_dir: Path, query_id: str, batch_id: int) -> SpoolBatch:
     """Read a committed batch's samples (newest attempts only) and remove its folder."""
     folder = _batch_dir(Path(spool_dir), query_id, batch_id)
-    if not folder.is_dir():
-        return SpoolBatch()
+    if not link_free(spool_dir, folder) or not folder.is_dir():
+        return SpoolBatch()             # a linked query or batch folder is never entered (sweep drops the link)
     batch = read_folder(folder)
-    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        remove_tree(folder)
+    except OSError as e:
+        log.warning("task samples of %s not removed (%s); the sweep retries", folder, e)
     if batch.unreadable:
         log.warning("task samples of %s: %d unreadable files or lines skipped", folder, batch.unreadable)
     return batch
@@ -279,6 +285,8 @@ def collect_unbatched(spool_dir: Path) -> dict[str, SpoolBatch]:
     whichever monitor on the machine ships them, they count under their own run.
     """
     folder = Path(spool_dir) / UNBATCHED
+    if not link_free(spool_dir, folder):
+        return {}
     try:
         paths = [p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")]
     except OSError:
@@ -289,7 +297,7 @@ def collect_unbatched(spool_dir: Path) -> dict[str, SpoolBatch]:
         samples, uncounted, unreadable = by_run.setdefault(e.run if e else "", ([], {}, [0]))
         unreadable[0] += _read_file(p, samples, uncounted) if e else 1
         try:
-            p.unlink()
+            remove_tree(p)
         except OSError:
             pass
     return {run: SpoolBatch(tuple(samples), uncounted, 0, unreadable[0])
@@ -305,9 +313,19 @@ def sweep(spool_dir: Path, older_than_s: float, now: float | None = None) -> int
     cutoff = (time.time() if now is None else now) - older_than_s
     spool_dir, removed = Path(spool_dir), 0
     try:
-        queries = [q for q in spool_dir.iterdir() if q.is_dir() and q.name != SKIPPED]
+        entries = [q for q in spool_dir.iterdir() if q.name != SKIPPED]
     except OSError:
         return 0
+    queries = []
+    for q in entries:
+        try:
+            st = os.lstat(q)
+            if stat.S_ISDIR(st.st_mode):
+                queries.append(q)
+            elif st.st_mtime < cutoff:      # a link or a stray file where a query folder belongs
+                removed += remove_tree(q) >= 0
+        except OSError:
+            continue
     for q in queries:
         try:
             children = list(q.iterdir())
@@ -315,12 +333,9 @@ def sweep(spool_dir: Path, older_than_s: float, now: float | None = None) -> int
             continue
         for child in children:
             try:
-                if child.stat().st_mtime >= cutoff:
+                if os.lstat(child).st_mtime >= cutoff:
                     continue
-                if child.is_dir():
-                    shutil.rmtree(child, ignore_errors=True)
-                else:
-                    child.unlink()
+                remove_tree(child)          # a link goes as a link; a folder's links likewise
                 removed += 1
             except OSError:
                 continue

@@ -5,11 +5,14 @@ import fcntl
 import logging
 import os
 import re
+import stat
 import threading
 from collections import deque
 from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import quote, unquote
+
+from collector.safe_delete import remove_tree
 
 log = logging.getLogger(__package__)     # the writer's logger, as before the split into modules
 
@@ -48,7 +51,9 @@ class Spool:
 
     def open(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        if self.path.is_symlink():           # its files are deleted: never in a folder behind a link
+            raise RuntimeError(f"metrics spool {self.path} is a link; it must be a real folder")
+        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -58,12 +63,18 @@ class Spool:
         found = []
         for f in self.path.iterdir():
             m = _SPOOL_NAME.match(f.name)
-            if m:
+            st = os.lstat(f)
+            if not stat.S_ISREG(st.st_mode):
+                if m or f.name.endswith(".tmp"):
+                    log.warning("metrics spool %s: %s is not a regular file (a link?); removed as such",
+                                self.path, f.name)
+                    remove_tree(f)                       # a link goes as a link: its target stays
+            elif m:
                 rp = unquote(m[3])
-                found.append(SpoolFile(f, int(m[1]), int(m[2]), f.stat().st_size,
+                found.append(SpoolFile(f, int(m[1]), int(m[2]), st.st_size,
                                         None if rp == _DEFAULT_RP else rp))
             elif f.name.endswith(".tmp"):
-                f.unlink(missing_ok=True)                # a write cut short by a crash
+                remove_tree(f)                           # a write cut short by a crash
         found.sort(key=lambda s: s.seq)
         with self._lock:
             self._files.extend(found)
@@ -98,7 +109,7 @@ class Spool:
                 self._seq += 1
                 name = f"{seq:016d}.{n}.{quote(rp or _DEFAULT_RP, safe='')}.lp"
                 tmp = self.path / (name + ".tmp")
-                tmp.write_bytes(chunk)
+                _write_new(tmp, chunk)
                 os.replace(tmp, self.path / name)
                 self._files.append(SpoolFile(self.path / name, seq, n, len(chunk), rp))
                 self.nbytes += len(chunk)
@@ -115,7 +126,7 @@ class Spool:
                 break
             f = self._files[idx]
             del self._files[idx]
-            f.path.unlink(missing_ok=True)
+            remove_tree(f.path)
             self.nbytes -= f.nbytes
             self.npoints -= f.points
             dropped += f.points
@@ -128,7 +139,7 @@ class Spool:
                 return None
             f = self._inflight = self._files[0]
         try:
-            return f, f.path.read_bytes()
+            return f, _read(f.path)
         except OSError as e:                              # deleted by hand: forget it
             log.warning("metrics spool file %s unreadable (%s); skipped", f.path, e)
             self.release(f, done=True)
@@ -143,6 +154,20 @@ class Spool:
                     self._files.remove(f)
                 except ValueError:
                     return
-                f.path.unlink(missing_ok=True)
+                remove_tree(f.path)
                 self.nbytes -= f.nbytes
                 self.npoints -= f.points
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Write a new file at `path`; whatever was there (a planted link too) is replaced, never followed."""
+    remove_tree(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def _read(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)      # a link put in its place is not read
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
