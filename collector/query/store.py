@@ -163,7 +163,13 @@ class MetricsStore(SparkPanelStore):
         if not by_job and not first:
             return []
         bp = self._backpressure(only)
-        shapes = [_shape(g, seen[g.run], last.get(g.run), now_ns) for g in found]
+        earliest: dict[str, int] = {}
+        for g in found:
+            earliest[g.run] = min(earliest.get(g.run, _start(g)), _start(g))
+        # the job's first run also owns its untagged points from before its start (Market Spread's ingress
+        # receives before its query starts); a later run's span starts at its start, where the one before it ends
+        shapes = [_shape(g, seen[g.run], first.get(g.run) if _start(g) == earliest[g.run] else None)
+                  for g in found]
         rated = [x for x in shapes if x.spark and x.g.last_ns is not None]
         rates = self._last_minute_rates(rated) if summary else {}
         out = [self._run_info(x, rates, bp, windows, now_ns, summary, first.get(x.g.run), last.get(x.g.run))
@@ -389,11 +395,20 @@ class _Shape:
     end_step: str | None
 
 
-def _shape(g: QuerySummary, seen: Mapping[str, int], lat_last: int | None, now_ns: int) -> _Shape:
-    """Return a query run's span (its start, or first batch, to its newest batch) and the points that are its own."""
+def _start(g: QuerySummary) -> int:
+    """Return a query run's start: its `runs` row's, or its first batch's."""
+    return min(t for t in (g.first_ns, g.last_ns, g.started_ns) if t is not None)
+
+
+def _shape(g: QuerySummary, seen: Mapping[str, int], before_ns: int | None) -> _Shape:
+    """Return a query run's span (its start, or first batch, to its newest batch) and the points that are its own.
+
+    `before_ns`: the first of its job's untagged points, which the job's first run owns even
+    before its start (latency intervals are stamped at their start; the ingress receives first).
+    """
     declared = g.declared_steps
     times = [t for t in (g.first_ns, g.last_ns, g.started_ns) if t is not None]
-    lo, hi = min(times), max(times)
+    lo, hi = min(times + ([before_ns] if before_ns is not None else [])), max(times)
     ended = g.queries[0].ended_ns if g.queries else None
     scope = RunScope(g.run, g.run_id, g.query or None, lo, span_end(ended, g.next_start_ns)) \
         if g.run_id is not None else RunScope(g.run)

@@ -89,6 +89,12 @@ def _spark_batches(client: InfluxClient) -> int:
     return int(series[0].values[0][1])
 
 
+def _run_id(client: InfluxClient) -> str:
+    """Return the replay's one Spark run id, as its `runs` row has it."""
+    [series] = client.query('SELECT "status" FROM "runs" WHERE "run" = $run GROUP BY "run_id"', {"run": RUN})
+    return series.tags["run_id"]
+
+
 def _open_runs(dash_duo, rep) -> list[str]:
     dash_duo.wait_for_contains_text("#runs-table", RUN, timeout=TIMEOUT)
     row = next(r for r in _rows(dash_duo, "#runs-table") if r[0] == RUN)
@@ -121,7 +127,8 @@ def test_pages_show_a_real_run(dash_duo, real_app, real_run, real_client):
     assert dash_duo.get_logs() == []
 
     # job page: every step, both charts, and the backpressure each real writer sent
-    dash_duo.find_element(f"#runs-table a[href='/run/{RUN}']").click()
+    run_id = _run_id(real_client)
+    dash_duo.find_element(f"#runs-table a[href='/run/{RUN}?run={run_id}']").click()         # Spark's run id
     _open_job(dash_duo, rep)
     steps = {r[0]: r for r in _rows(dash_duo, "#job-steps-table")}
     assert list(steps) == list(STEPS)
@@ -172,7 +179,7 @@ def test_pages_show_a_real_run(dash_duo, real_app, real_run, real_client):
     assert dash_duo.get_logs() == []
 
     # step page of start-to-end: Wallaroo bins, the percentile curve, an export of the same events
-    dash_duo.find_element(f"#job-steps-table a[href='/step/{RUN}/start-to-end']").click()
+    dash_duo.find_element(f"#job-steps-table a[href='/step/{RUN}/start-to-end?run={run_id}']").click()
     _open_step(dash_duo, rep)
     bins = _wait_traces(dash_duo, "step-bins")[0]
     assert len(bins["x"]) == 12 and abs(sum(bins["y"]) - 100.0) < 1e-6
@@ -184,7 +191,7 @@ def test_pages_show_a_real_run(dash_duo, real_app, real_run, real_client):
     for graph in ("step-curve", "step-throughput"):
         _legend_clear(dash_duo, graph)
     href = dash_duo.find_element("#step-csv").get_attribute("href")
-    assert f"/export/{RUN}/start-to-end.csv?from=" in href
+    assert f"/export/{RUN}/start-to-end.csv?run={run_id}&from=" in href
     got = requests.get(href, timeout=TIMEOUT)
     assert got.status_code == 200
     assert sum(int(r["count"]) for r in csv.DictReader(io.StringIO(got.text))) == rep.accepted
