@@ -198,7 +198,7 @@ def test_bad_range_in_the_address_is_a_message(dash_duo, influx_client, live_run
     dash_duo.start_server(_app(influx_client, tmp_path), port=_free_port())
     dash_duo.driver.get(dash_duo.server_url + f"/run/{run}?range=custom&from=2026-13-01T00:00:00Z")
     dash_duo.wait_for_contains_text("#job-banner", "not a valid date", timeout=TIMEOUT)
-    assert dash_duo.find_element("#job-range input[value='5m']").is_selected()      # the default instead
+    assert dash_duo.find_element("#job-range input[value='run']").is_selected()     # the default (whole run) instead
     dash_duo.wait_for_contains_text("#job-summary", "live", timeout=TIMEOUT)
     dash_duo.driver.get(dash_duo.server_url + f"/step/{run}/sink?refresh=7")
     dash_duo.wait_for_contains_text("#step-banner", "unknown refresh '7'", timeout=TIMEOUT)

@@ -1,9 +1,10 @@
 """A live page's refresh ticks in headless Chromium against a real InfluxDB: only the new points travel.
 
-A run of 330 s (more than the page's default 5-minute range, so its window slides) is
-kept live by a thread writing one more second each second. Every `/_dash-update-component`
-response the page receives is recorded in the browser (a `fetch` wrapper installed
-before the page's own scripts), so the test sees what each tick sent.
+A run of 330 s, shown over the last 5 minutes (shorter than the run, so the window slides;
+over the page's default, the whole run, it would only grow), is kept live by a thread
+writing one more second each second. Every `/_dash-update-component` response the page
+receives is recorded in the browser (a `fetch` wrapper installed before the page's own
+scripts), so the test sees what each tick sent.
 """
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def test_a_live_tick_sends_the_new_points_only_and_keeps_the_users_zoom(dash_duo
     app = create_app(UiConfig(influx=influx_client.config, refresh_ms=1000, alerts_file=tmp_path / "rules.json"))
     dash_duo.start_server(app, port=_free_port())
     dash_duo.driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": _RECORD_JS})
-    dash_duo.driver.get(dash_duo.server_url + f"/run/{RUN}")
+    dash_duo.driver.get(dash_duo.server_url + f"/run/{RUN}?range=5m")
     dash_duo.wait_for_contains_text("#job-summary", "live", timeout=TIMEOUT)
     _wait_traces(dash_duo, "job-throughput")
     traces = lambda: dash_duo.driver.execute_script(_TRACES_JS, "job-throughput")  # noqa: E731
@@ -129,7 +130,7 @@ def test_a_live_tick_sends_the_new_points_only_and_keeps_the_users_zoom(dash_duo
     dash_duo.find_element("#job-refresh input[value='off']").click()
     time.sleep(1.5)                                                          # a tick in flight lands
     patched = traces()
-    dash_duo.driver.get(dash_duo.server_url + f"/run/{RUN}?refresh=off")
+    dash_duo.driver.get(dash_duo.server_url + f"/run/{RUN}?range=5m&refresh=off")
     _wait_traces(dash_duo, "job-throughput")
     fresh = traces()
     for xs_p, ys_p, xs_f, ys_f in zip(patched["x"], patched["y"], fresh["x"], fresh["y"]):

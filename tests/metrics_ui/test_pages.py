@@ -215,7 +215,7 @@ def test_step_page_filters_by_worker_and_picks_a_custom_range(dash_duo, ui_app, 
     dash_duo.driver.get(dash_duo.server_url + f"/step/{run}/{step}")
     total = ui_data.done_totals[step]
     dash_duo.wait_for_contains_text("#step-summary", f"{total:,} events in the range", timeout=TIMEOUT)
-    assert dash_duo.find_element("#step-range input[value='5m']").is_selected()    # the default range
+    assert dash_duo.find_element("#step-range input[value='run']").is_selected()   # the default range: whole run
 
     # worker filter: only that worker's events, and the export links carry it
     dash_duo.select_dcc_dropdown("#step-worker", value="host-a/p1")

@@ -58,7 +58,7 @@ def test_runs_page_and_job_page_say_how_each_run_ended(dash_duo, ui_app, influx_
     assert dash_duo.driver.execute_script("return window.__pwned === undefined;")
 
     # the failed run's page: its reason at the top, the user's trace lines, all as text
-    dash_duo.find_element("#runs-table a[href='/run/failing']").click()
+    dash_duo.find_element("#runs-table a[href='/run/failing?run=r1']").click()        # the link names its run
     dash_duo.wait_for_text_to_equal("#job-end-reason", f"ValueError: {HOSTILE}", timeout=TIMEOUT)
     assert dash_duo.find_element("#job-end-trace").get_attribute("textContent") == TRACE
     ended = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime((t0 + 16 * NS) / NS))
