@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from alerts.evaluator import AlertEvaluator
 from alerts.history import AlertHistory, notification_point
@@ -48,11 +49,20 @@ def _click(dash_duo, selector: str) -> None:
 
 
 def _fill(dash_duo, values: dict[str, str]) -> None:
+    """Set form fields to exactly `values` and save.
+
+    Each field is focused by WebDriver, not by a mouse click: the evaluator line above the
+    form changes its height when the started dashboard's evaluator first reports, and a click
+    that lands off the field left its old text in it (`backlog > 1kbacklog > 1k`).
+    """
     for key, text in values.items():
         el = dash_duo.find_element(f"#alerts-{key}")
-        dash_duo.clear_input(el)
+        el.send_keys(Keys.CONTROL, "a")
+        el.send_keys(Keys.DELETE)
         if text:
             el.send_keys(text)
+        dash_duo._wait_for(lambda _d: el.get_attribute("value") == text, timeout=TIMEOUT,
+                           msg=f"the {key} field does not hold {text!r}")
     dash_duo.find_element("#alerts-save").click()
 
 
