@@ -27,6 +27,7 @@ class SpoolFile(NamedTuple):
 
 _SPOOL_NAME = re.compile(r"^(\d{16})\.(\d+)\.([^.]*)\.lp$")
 _DEFAULT_RP = "@"
+_TARGET = ".target"                      # the server and database its points are for
 
 
 class Spool:
@@ -35,10 +36,17 @@ class Spool:
     Bounded in bytes: past `max_bytes` the oldest files are deleted and their points
     counted as dropped. Files are written to a temporary name and renamed, so a crash
     leaves whole files only. One writer per folder (an exclusive lock file).
+
+    With a `target` (the server and database), `open` adopts the files of sibling folders
+    of the same target that no writer holds (a process that ended during an outage), so
+    whichever process of the state folder runs next backfills them; `close` removes the
+    folder once it is empty. So there are never more folders than writers plus the
+    spools of other targets, and all of them stay within their byte bound.
     """
 
-    def __init__(self, path: Path, max_bytes: int):
+    def __init__(self, path: Path, max_bytes: int, target: str | None = None):
         self.path = Path(path)
+        self.target = target
         self.max_bytes = max(0, int(max_bytes))
         self.chunk_bytes = max(1, min(4 << 20, self.max_bytes // 16))
         self._files: deque[SpoolFile] = deque()
@@ -81,9 +89,71 @@ class Spool:
             self._seq = found[-1].seq + 1 if found else 0
             self.nbytes = sum(s.nbytes for s in found)
             self.npoints = sum(s.points for s in found)
+        if self.target is not None:
+            _write_new(self.path / _TARGET, self.target.encode())
+
+    def adopt_orphans(self) -> tuple[int, int]:
+        """Move the files of unheld sibling spools of our target into ours; return (points, dropped)."""
+        if self.target is None or self._lockfd is None:
+            return 0, 0
+        adopted = dropped = 0
+        try:
+            siblings = sorted(p for p in self.path.parent.iterdir() if p != self.path)
+        except OSError:
+            return 0, 0
+        for sib in siblings:
+            try:
+                if not stat.S_ISDIR(os.lstat(sib).st_mode) or _read(sib / _TARGET).decode() != self.target:
+                    continue
+                fd = os.open(sib / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            except (OSError, UnicodeDecodeError):
+                continue                              # not a spool, another target's, or a link
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue                              # its writer is alive: it backfills itself
+            try:
+                n, d = self._take_files(sib)
+                adopted, dropped = adopted + n, dropped + d
+                remove_tree(sib)
+            except OSError as e:
+                log.warning("metrics spool %s: cannot adopt %s (%s)", self.path, sib, e)
+            finally:
+                os.close(fd)
+        return adopted, dropped
+
+    def _take_files(self, sib: Path) -> tuple[int, int]:
+        found = []
+        for f in sib.iterdir():
+            m = _SPOOL_NAME.match(f.name)
+            if m and stat.S_ISREG(os.lstat(f).st_mode):
+                found.append((int(m[1]), f, int(m[2]), m[3]))
+        adopted = dropped = 0
+        for _, f, n, rp in sorted(found):
+            with self._lock:
+                seq = self._seq
+                self._seq += 1
+                dest = self.path / f"{seq:016d}.{n}.{rp}.lp"
+                os.rename(f, dest)
+                size = os.lstat(dest).st_size
+                rp = unquote(rp)
+                self._files.append(SpoolFile(dest, seq, n, size, None if rp == _DEFAULT_RP else rp))
+                self.nbytes += size
+                self.npoints += n
+                adopted += n
+                dropped += self._evict()
+        return adopted, dropped
 
     def close(self) -> None:
         if self._lockfd is not None:
+            with self._lock:
+                empty = not self._files and self._inflight is None
+            if empty:                                 # nothing left to backfill: the folder goes
+                try:
+                    remove_tree(self.path)
+                except OSError as e:
+                    log.warning("metrics spool %s: empty but not removed (%s)", self.path, e)
             os.close(self._lockfd)
             self._lockfd = None
 

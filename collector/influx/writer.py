@@ -53,7 +53,7 @@ class InfluxWriter:
         self.background = background      # send at a lower CPU priority (collector/background.py)
         self.spool_dir = Path(spool_dir)
         self._spool = Spool(self.spool_dir, client.config.spool_max_bytes if max_spool_bytes is None
-                             else max_spool_bytes)
+                             else max_spool_bytes, target=f"{client.url.rstrip('/')} {client.config.db}")
         self.max_queue = max(1, int(max_queue))
         self.batch_size = max(1, min(int(batch_size), MAX_BATCH))
         self.interval = float(interval)
@@ -89,6 +89,13 @@ class InfluxWriter:
         if self._thread is not None:
             return self
         self._spool.open()
+        adopted, dropped = self._spool.adopt_orphans()
+        if adopted:
+            log.info("metrics spool %s adopted %d points other processes spooled for %s database %s%s",
+                     self.spool_dir, adopted, self.client.url, self.client.config.db,
+                     f" ({dropped} oldest dropped to stay within its bound)" if dropped else "")
+            with self._lock:
+                self._c["dropped"] += dropped
         if len(self._spool):
             log.info("metrics spool %s holds %d points (%d bytes) from before; backfilling",
                      self.spool_dir, self._spool.npoints, self._spool.nbytes)
@@ -228,7 +235,8 @@ class InfluxWriter:
             for i in range(0, len(pts), self.batch_size):
                 self._to_spool(pts[i:i + self.batch_size], rp, encoded=None)
         if len(self._spool):
-            log.warning("metrics writer closed with %d points (%d bytes) in %s; the next run backfills them",
+            log.warning("metrics writer closed with %d points (%d bytes) in %s; the next writer to this "
+                        "server and database (any process of the state folder) backfills them",
                         self._spool.npoints, self._spool.nbytes, self.spool_dir)
         self._spool.close()
         self.client.close()
