@@ -13,7 +13,6 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from collector.graphite import spark_metrics_conf
 from collector.graphite_relay import GraphiteRelay
 from collector.influx import InfluxWriter
 
@@ -65,7 +64,7 @@ def rows(client, where=""):
 def test_a_spark_sessions_executor_figures_reach_influxdb(influx_client, tmp_path):
     with InfluxWriter(influx_client, tmp_path / "spool", interval=0.1) as writer, \
             GraphiteRelay(writer) as relay:
-        conf = spark_metrics_conf("127.0.0.1", relay.port, period_s=1)
+        conf = relay.spark_conf(period_s=1)
         app_id = run_job(conf, "local[2]")
         assert wait_for(lambda: relay.stats().open_connections == 0)
         assert writer.flush(10)
@@ -91,7 +90,7 @@ def test_a_clusters_executor_reports_under_its_id(influx_client, tmp_path):
     """local-cluster: a separate executor JVM reports task figures; the driver, without tasks, its JVM."""
     with InfluxWriter(influx_client, tmp_path / "spool", interval=0.1) as writer, \
             GraphiteRelay(writer) as relay:
-        conf = {**spark_metrics_conf("127.0.0.1", relay.port, period_s=1), "spark.executor.memory": "512m"}
+        conf = {**relay.spark_conf(period_s=1), "spark.executor.memory": "512m"}
         app_id = run_job(conf, "local-cluster[1,1,512]")
         assert wait_for(lambda: relay.stats().open_connections == 0)
         assert writer.flush(10)
@@ -105,11 +104,12 @@ def test_a_clusters_executor_reports_under_its_id(influx_client, tmp_path):
     assert executor[-1]["heap_max_bytes"] == 512 * 1024 * 1024
 
 
-def good_report(port: int, app: str, heap: int) -> None:
+def good_report(relay: GraphiteRelay, app: str, heap: int) -> None:
+    """Send one report as the session's Spark would: its lines start with the relay's secret prefix."""
     ts = int(time.time())
-    lines = "".join(f"sparkmon.{app}.driver.{m} {v} {ts}\n"
+    lines = "".join(f"{relay.prefix}.{app}.driver.{m} {v} {ts}\n"
                     for m, v in (("jvm.heap.used", heap), ("executor.cpuTime.count", 7)))
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+    with socket.create_connection(("127.0.0.1", relay.port), timeout=5) as s:
         s.sendall(lines.encode())
 
 
@@ -118,50 +118,58 @@ def test_relay_survives_hostile_senders(influx_client, tmp_path):
             GraphiteRelay(writer, max_connections=64, idle_timeout_s=1.0) as relay:
         crowd = [socket.create_connection(("127.0.0.1", relay.port), timeout=5) for _ in range(200)]
         assert wait_for(lambda: relay.stats().times_full >= 1)
-        assert relay.stats().open_connections == 64        # the rest wait in the kernel's backlog
-        # silent senders are closed when idle, 64 at a time, until every one is gone
+        good_report(relay, "app-good-1", 111)          # silent senders give way to it
+        # silent senders are closed, 64 at a time, until every one is gone
         assert wait_for(lambda: relay.stats().dropped_connections >= 200, timeout=20)
         for s in crowd:
             s.close()
-        good_report(relay.port, "app-good-1", 111)
 
         huge = socket.create_connection(("127.0.0.1", relay.port), timeout=5)
         try:                                         # 10 MB without a newline: cut off early
-            huge.sendall(b"x" * 10_000_000)
+            huge.sendall(relay.prefix.encode() + b"." + b"x" * 10_000_000)
         except OSError:
             pass
         huge.close()
         with socket.create_connection(("127.0.0.1", relay.port), timeout=5) as junk:
-            junk.sendall(b"".join(os.urandom(100).replace(b"\n", b"?") + b"\n" for _ in range(500)))
-            junk.sendall(b"sparkmon.app-1.driver.jvm.heap.used nan 1800000000\n"
-                         b"sparkmon.x/../../etc.driver.jvm.heap.used 1 1800000000\n"
-                         b'sparkmon.a"p,p=1.driver.jvm.heap.used 1 1800000000\n')
-        good_report(relay.port, "app-good-2", 222)
-        assert wait_for(lambda: relay.stats().points >= 2)
+            try:
+                junk.sendall(b"".join(os.urandom(100).replace(b"\n", b"?") + b"\n" for _ in range(500)))
+            except OSError:
+                pass                                 # closed at its first bytes
+        p = relay.prefix.encode()
+        with socket.create_connection(("127.0.0.1", relay.port), timeout=5) as bad:
+            bad.sendall(p + b".app-1.driver.jvm.heap.used nan 1800000000\n"
+                        + p + b".x/../../etc.driver.jvm.heap.used 1 1800000000\n"
+                        + p + b'.a"p,p=1.driver.jvm.heap.used 1 1800000000\n')
+        good_report(relay, "app-good-2", 222)
+        assert wait_for(lambda: relay.stats().points >= 2 and relay.stats().bad_lines >= 3)
         assert writer.flush(10)
         stats = relay.stats()
     found = {r["app"]: r for r in rows(influx_client)}
     assert set(found) == {"app-good-1", "app-good-2"}
     assert found["app-good-2"]["heap_used_bytes"] == 222 and found["app-good-2"]["cpu_time_ns"] == 7
-    assert stats.bad_lines >= 400 and stats.points == 2 and stats.write_errors == 0
-    assert stats.dropped_connections >= 200 + 1           # the idle crowd and the 10 MB line
+    assert stats.bad_lines >= 4 and stats.points == 2 and stats.write_errors == 0   # 3 bad and the 10 MB line
+    assert stats.foreign_connections == 1
+    assert stats.dropped_connections >= 200 + 2           # the idle crowd, the 10 MB line, the random bytes
 
 
 def test_a_burst_of_senders_beyond_the_bound_loses_no_report():
     """A cluster's executors report in the same second: the ones over the bound wait, none is refused."""
     from collector.testing import MemoryWriter
     writer = MemoryWriter()
-    with GraphiteRelay(writer, max_connections=8) as relay:
+    with GraphiteRelay(writer, max_connections=8, quiet_s=60) as relay:
         holders = [socket.create_connection(("127.0.0.1", relay.port), timeout=5) for _ in range(8)]
+        for i, s in enumerate(holders):              # senders of the session, busy: they keep their places
+            s.sendall(f"{relay.prefix}.app-h{i}.driver.jvm.heap.used 1000 {int(time.time())}\n".encode())
         assert wait_for(lambda: relay.stats().times_full == 1)
         for i in range(300):                         # sent into the backlog while the relay is full
-            good_report(relay.port, f"app-{i}", i + 1)
+            good_report(relay, f"app-{i}", i + 1)
         assert relay.stats().points == 0
         for s in holders:
             s.close()
-        assert wait_for(lambda: relay.stats().points == 300)
+        assert wait_for(lambda: relay.stats().points == 308)
         stats = relay.stats()
-    assert sorted(p.fields["heap_used_bytes"] for p in writer.measurement("spark_executor")) == list(range(1, 301))
+    heaps = sorted(p.fields["heap_used_bytes"] for p in writer.measurement("spark_executor"))
+    assert heaps == list(range(1, 301)) + [1000] * 8
     assert stats.connections == 308 and stats.dropped_connections == 0 and stats.bad_lines == 0
 
 
@@ -179,8 +187,8 @@ class BrokenWriter:
 def test_a_failing_writer_is_counted_not_raised():
     writer = BrokenWriter()
     with GraphiteRelay(writer) as relay:
-        good_report(relay.port, "app-1", 1)
-        good_report(relay.port, "app-2", 2)
+        good_report(relay, "app-1", 1)
+        good_report(relay, "app-2", 2)
         assert wait_for(lambda: relay.stats().write_errors == 2)
         assert relay.stats().points == 0 and writer.calls == 2
 
@@ -190,7 +198,7 @@ def test_stop_hands_on_an_open_report_and_frees_the_port():
     writer = MemoryWriter()
     relay = GraphiteRelay(writer, quiet_s=60).start()
     s = socket.create_connection(("127.0.0.1", relay.port), timeout=5)
-    s.sendall(f"sparkmon.app-9.3.jvm.heap.used 9 {int(time.time())}\n".encode())
+    s.sendall(f"{relay.prefix}.app-9.3.jvm.heap.used 9 {int(time.time())}\n".encode())
     assert wait_for(lambda: relay.stats().lines == 1)
     relay.stop()
     s.close()
@@ -205,8 +213,8 @@ def test_executors_beyond_the_series_bound_are_counted_not_written():
     writer = MemoryWriter()
     with GraphiteRelay(writer, max_series=3) as relay:
         for i in range(5):
-            good_report(relay.port, f"app-{i}", i + 1)
-        good_report(relay.port, "app-0", 10)             # a known pair goes on being written
+            good_report(relay, f"app-{i}", i + 1)
+        good_report(relay, "app-0", 10)             # a known pair goes on being written
         assert wait_for(lambda: relay.stats().points + relay.stats().dropped_points == 6)
         stats = relay.stats()
     assert [p.tags["app"] for p in writer.measurement("spark_executor")] == ["app-0", "app-1", "app-2", "app-0"]
@@ -223,7 +231,7 @@ def test_relay_listens_on_ipv6_loopback():
         pytest.skip(f"no IPv6 loopback here: {e}")
     try:
         with socket.create_connection(("::1", relay.port), timeout=5) as s:
-            s.sendall(f"sparkmon.app-6.driver.jvm.heap.used 6 {int(time.time())}\n".encode())
+            s.sendall(f"{relay.prefix}.app-6.driver.jvm.heap.used 6 {int(time.time())}\n".encode())
         assert wait_for(lambda: relay.stats().points == 1)
     finally:
         relay.stop()
