@@ -26,6 +26,7 @@ import socket
 import sys
 import traceback
 from pathlib import Path
+from typing import Mapping
 
 from collector.names import InvalidName, check_name
 from marketspread.script_signals import ScriptSignals
@@ -74,6 +75,11 @@ class _Attach:
                 if not any(k.startswith("spark.metrics.conf.") for k in options):
                     for k, v in attach.conf_fn().items():
                         builder.config(k, v)
+                for k, v in loopback_conf(options, os.environ).items():
+                    if k == LOCAL_IP:
+                        os.environ[k] = v             # read by the JVM at launch: the UI's bind address
+                    else:
+                        builder.config(k, v)
             spark = attach.original(builder)
             if current is None or current.spark.sparkContext is not spark.sparkContext:
                 attach.monitors.append(_start_monitor(spark, attach.run))
@@ -95,6 +101,29 @@ class _Attach:
                 m.stop(failure=failure)
             except Exception:
                 log.exception("watch: stopping the monitor failed")
+
+
+LOCAL_IP = "SPARK_LOCAL_IP"
+
+
+def loopback_conf(options: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+    """Return what binds a local-master session to loopback with kill links off; {} on a cluster.
+
+    The driver's RPC and block manager bind to `spark.driver.bindAddress`; Spark's UI binds
+    to `SPARK_LOCAL_IP`, else all addresses. Only what the user left unset is set: their
+    own builder options, `SPARK_LOCAL_IP` and `--master` in `PYSPARK_SUBMIT_ARGS` win. With
+    a cluster master the driver binds where the user's configuration says executors reach it.
+    """
+    submit = environ.get("PYSPARK_SUBMIT_ARGS", "").split()
+    master = options.get("spark.master") or next(
+        (b for a, b in zip(submit, submit[1:]) if a == "--master"), "local[*]")
+    if not master.startswith("local"):
+        return {}
+    conf = {"spark.ui.killEnabled": "false"}
+    if not environ.get(LOCAL_IP) and not {"spark.driver.bindAddress", "spark.driver.host"} & set(options):
+        conf.update({"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1",
+                     LOCAL_IP: "127.0.0.1"})
+    return {k: v for k, v in conf.items() if k not in options}
 
 
 def _start_monitor(spark, run):
