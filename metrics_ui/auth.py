@@ -45,6 +45,7 @@ from collector.settings import prefixed_env
 from metrics_ui.throttle import LoginThrottle
 
 TOKEN_PARAM = "token"
+MIN_WIDE_TOKEN = 16                      # a token guarding a wide bind: not guessable in any login budget
 SESSION_KEY = "ms_ui_auth"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 REALM = "Market Spread metrics"
@@ -115,6 +116,10 @@ def check_bind(host: str, auth: AuthConfig) -> None:
         raise ValueError(f"refusing to listen on {host!r} without credentials: anyone who can reach it would "
                          "see every run. Set MS_UI_TOKEN (or MS_UI_USER and MS_UI_PASSWORD), or listen on "
                          "127.0.0.1")
+    if not is_loopback(host) and auth.token and len(auth.token) < MIN_WIDE_TOKEN:
+        raise ValueError(f"refusing to listen on {host!r} with a {len(auth.token)}-character MS_UI_TOKEN: "
+                         f"anyone who can reach it could guess it. Use at least {MIN_WIDE_TOKEN} characters "
+                         "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(24))'`)")
 
 
 class _RedactTokens(logging.Filter):

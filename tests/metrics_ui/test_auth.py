@@ -138,3 +138,11 @@ def test_secrets_stay_out_of_logs_and_pages(influx_client, ui_data, caplog):
     with caplog.at_level(logging.INFO, logger="werkzeug"):
         logging.getLogger("werkzeug").info('127.0.0.1 - - "%s" %s -', f"GET /run/x?a=1&token={TOKEN} HTTP/1.1", 303)
     assert TOKEN not in caplog.text and "token=***" in caplog.text
+
+
+def test_a_short_token_is_refused_for_a_wide_bind_with_one_clear_error():
+    for short in ("x", "a" * 15):
+        with pytest.raises(ValueError, match="MS_UI_TOKEN.*16 characters"):
+            check_bind("0.0.0.0", AuthConfig(token=short))
+        check_bind("127.0.0.1", AuthConfig(token=short))           # loopback: the user's own machine
+    check_bind("0.0.0.0", AuthConfig(token="a" * 16))
