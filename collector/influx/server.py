@@ -9,7 +9,7 @@ never touches a system InfluxDB on :8086 or `/var/lib/influxdb`:
     <state_dir>/influxdb/influxd.pid       pid of the running server
     <state_dir>/influxdb/server.json       pid, ports and URL of the running server
     <state_dir>/influxdb/credentials.json  admin user and password (0600, generated at first start)
-    <state_dir>/logs/influxdb.log          influxd's log
+    <state_dir>/logs/influxdb.log          influxd's log, rotated at 10 MiB, 3 older files kept
 
 Everything listens on 127.0.0.1 only: HTTP on `port` (default 18086) and the
 backup/restore RPC service on `port + 2` (mirroring 8086/8088). Usage reporting, the
@@ -49,6 +49,7 @@ from collector.influx.schema import describe_policies, ensure_database, setup_st
 from collector.settings import default_state_dir, env_values
 from collector.influx.credentials import AdminCredentials, create_credentials, credentials_path
 from collector.names import check_name
+from collector.influx.limits import hard_open_files_limit, open_files_limit
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,10 @@ bind-address = "{host}:{rpc_port}"
 [continuous_queries]
   enabled = true
 """
+
+
+#: influxd's log rotates at this size; this many older files are kept (as the demo's process logs).
+LOG_MAX_BYTES, LOG_BACKUPS = 10 << 20, 3
 
 
 class InfluxStatus(NamedTuple):
@@ -260,11 +265,7 @@ class InfluxServer:
         self.config_path.write_text(_CONFIG.format(host=self.host, port=port, rpc_port=rpc_port,
                                                    root=self.root.resolve()))
         t0 = time.monotonic()
-        with open(self.log_path, "ab") as logf:
-            self._proc = subprocess.Popen(
-                [influxd, "run", "-config", str(self.config_path.resolve())],
-                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                cwd=self.root, start_new_session=True)  # own session: Ctrl-C of a shell does not stop it
+        self._proc = self._spawn(influxd)
         self.port, self.rpc_port = port, rpc_port
         self._pid_path.write_text(f"{self._proc.pid}\n")
         self._info_path.write_text(json.dumps({"pid": self._proc.pid, "port": port, "rpc_port": rpc_port,
@@ -275,9 +276,30 @@ class InfluxServer:
         except BaseException:
             self.stop()
             raise
-        log.info("InfluxDB %s (pid %d) ready at %s in %.2f s", self.status().version, self._proc.pid,
-                 self.url, time.monotonic() - t0)
+        log.info("InfluxDB %s (pid %d) ready at %s in %.2f s, open files up to %s", self.status().version,
+                 self._proc.pid, self.url, time.monotonic() - t0, open_files_limit(self._proc.pid))
         return self.status()
+
+    def _spawn(self, influxd: str) -> subprocess.Popen:
+        """Start influxd with the hard open-file limit, its output piped to a rotating log pump.
+
+        InfluxDB keeps open files per shard: the usual soft limit of 1,024 is reached with a
+        few hundred shards, and then `/ping`, writes and restarts fail. Both processes get
+        their own session: a Ctrl-C of a shell does not stop them.
+        """
+        read_end, write_end = os.pipe()
+        try:
+            subprocess.Popen([sys.executable, str(Path(__file__).with_name("logpump.py")), str(self.log_path),
+                              str(LOG_MAX_BYTES), str(LOG_BACKUPS)],       # stdlib only: starts in ~20 ms
+                             stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             cwd=self.root, start_new_session=True)
+            with hard_open_files_limit():
+                return subprocess.Popen([influxd, "run", "-config", str(self.config_path.resolve())],
+                                        stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.STDOUT,
+                                        cwd=self.root, start_new_session=True)
+        finally:
+            os.close(read_end)
+            os.close(write_end)
 
     def _wait_ready(self, pid: int, wait: float) -> None:
         client = InfluxClient(InfluxConfig(url=f"http://{self.host}:{self.port}", timeout=1.0))
