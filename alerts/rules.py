@@ -51,6 +51,8 @@ _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _GENERIC = re.compile(rf"^\s*(?:(?P<agg>[A-Za-z][A-Za-z0-9.]*)\s*\(\s*(?P<inner>{_NAME})\s*\)|(?P<fig>{_NAME}))"
                       rf"\s*(?P<op>>=|<=|>|<)\s*(?:(?P<other>{_NAME})|"
                       r"(?P<num>[0-9]+(?:\.[0-9]+)?|\.[0-9]+)\s*(?P<unit>[^\s]*(?:\s+rows(?:/s)?)?))\s*$")
+_NUMBER_TOKEN = re.compile(r"(?:>=|<=|>|<)\s*(?P<tok>[0-9.,]+(?:[eE][+-]?[0-9]+)?[0-9.,]*)")
+_PLAIN_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?|\.[0-9]+")
 _PERCENTILE = re.compile(r"^p(\d{2}(?:\.\d{1,2})?)$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 CONDITION_HELP = ("a condition like 'p99 > 5ms' (p50..p99.99 with ns/us/ms/s), 'throughput < 10k/s', "
@@ -130,6 +132,7 @@ def parse_condition(text: str) -> Condition:
     st = _STATUS.match(text)
     if st or text.strip().lower().startswith("status"):
         return _parse_status_condition(text, st)
+    _check_number(text)
     g = _GENERIC.match(text)
     if g and (g["agg"] or g["other"] or "_" in g["fig"] or g["fig"].lower() in FIGURES):
         return _parse_figure_condition(g)
@@ -173,6 +176,14 @@ def parse_condition(text: str) -> Condition:
     if not math.isfinite(threshold):
         raise ValueError(f"threshold {num}{unit} is not a finite number")
     return Condition(metric, op, threshold, f"{metric} {op} {m['num']}{unit}")
+
+
+def _check_number(text: str) -> None:
+    """Raise ValueError naming a malformed threshold number (`5.5.5ms`, `1e3ms`), before any unit is blamed."""
+    m = _NUMBER_TOKEN.search(text)
+    if m and not _PLAIN_NUMBER.fullmatch(m["tok"]):
+        raise ValueError(f"threshold {m['tok']!r} is not a number: write digits with at most one decimal "
+                         "point, no exponent and no thousands separator, then the unit (e.g. 5.5ms, 10k/s, 1M)")
 
 
 def _parse_status_condition(text: str, m: re.Match | None) -> Condition:
