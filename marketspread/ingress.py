@@ -27,7 +27,11 @@ SWITCH_INTERVAL_S = 0.0002
 
 
 def run_ingress(cfg: Config, progress_every: float = 5.0, influx: InfluxConfig | None = None) -> int:
-    """Serve the ingress until SIGTERM/SIGINT, printing a progress line every few seconds.
+    """Serve the ingress until SIGTERM/SIGINT, printing a progress line every few seconds while it works.
+
+    Its output stays bounded in rate whatever senders do: at most one progress line per
+    `progress_every` s, one connection summary a minute, each warning once per 5 s
+    (engine/ingress/connlog.py); each connection's own lines are DEBUG (`marketspread -v`).
 
     Metrics go to `influx`, which the CLI built; a library caller giving none (a test) gets `MS_INFLUX_*`'s.
     """
@@ -39,6 +43,13 @@ def run_ingress(cfg: Config, progress_every: float = 5.0, influx: InfluxConfig |
         return _serve(cfg, progress_every, influx)
     finally:
         sys.setswitchinterval(switch_interval)
+
+
+def _quiet_since(last, st) -> bool:
+    """Nothing a progress line shows changed: no message, bad run or connection, same backlog and state."""
+    return (st.accepted_total, st.bad_total, st.backlog, st.muted, st.disk_full, st.connections_open,
+            st.connections_total) == (last.accepted_total, last.bad_total, last.backlog, last.muted,
+                                      last.disk_full, last.connections_open, last.connections_total)
 
 
 def _serve(cfg: Config, progress_every: float, influx: InfluxConfig | None) -> int:
@@ -58,6 +69,9 @@ def _serve(cfg: Config, progress_every: float, influx: InfluxConfig | None) -> i
             if now - t_last < progress_every:
                 continue
             st = server.stats()
+            if _quiet_since(last, st):       # an idle ingress prints nothing: its output grows with its work
+                t_last = now
+                continue
             rate = (st.accepted_total - last.accepted_total) / (now - t_last)
             print(f"ingress: {rate:,.0f} msgs/s, {st.accepted_total:,} accepted, {st.bad_total} bad, "
                   f"backlog {st.backlog:,}{' MUTED' if st.muted else ''}{' (DISK FULL)' if st.disk_full else ''}, "

@@ -28,3 +28,5 @@ class SenderConnection:
     last_active: float = 0.0         # monotonic time it last sent bytes or was unmuted
     opened: float = 0.0              # ... it was accepted or unmuted (the first-frame deadline)
     client: str = ""                 # its address, or IPv6 /64 (admission.client_key)
+    polled: bool = False             # its socket was checked for bytes since accepted or unmuted
+    sniffed: bool = False            # its first bytes are not another protocol's (foreign.py)

@@ -44,6 +44,8 @@ import numpy as np
 from engine.config import Config
 from engine.ingress.admission import Admission, connection_cap
 from engine.ingress.connection import SenderConnection
+from engine.ingress.connlog import ConnectionSummary
+from engine.ingress.foreign import LONGEST, UNDECIDED, foreign_protocol
 from engine.ingress.deadletter import DeadLetter, DeadLetterFile
 from engine.storage.diskspace import SpaceMark, describe_free, disk_space
 from engine.wire.fixish import STREAM_NBBO, STREAM_ORDERS, BadFrame, FrameScanner, ScanResult
@@ -99,6 +101,8 @@ class IngressServer:
         self._max_conns = cfg.max_connections
         self._admit = Admission(cfg.max_connections, cfg.max_connections_per_client, cfg.first_frame_timeout,
                                 cfg.idle_timeout)
+        self._unpolled: list[SenderConnection] = []   # registered since the last select
+        self._summary = ConnectionSummary()
         self._paused: list[tuple[socket.socket, str]] = []
         self._accept_resume = 0.0
         self._last_log: dict[str, float] = {}
@@ -205,9 +209,15 @@ class IngressServer:
         next_check = next_stats = next_disk = next_idle = 0.0
         while not self._stopping.is_set():
             events = self._sel.select(BACKPRESSURE_INTERVAL)
+            polled, self._unpolled = self._unpolled, []
             closing: list[SenderConnection] = []
-            for key, _ in events:
+            # reads before accepts: a connection that had bytes is read before a newcomer may
+            # need its place (admission.py: only a connection looked at gives way)
+            for key, _ in sorted(events, key=lambda e: isinstance(e[0].data, _Listener)):
                 if isinstance(key.data, _Listener):
+                    for conn in polled:
+                        conn.polled = conn.registered
+                    polled = []
                     self._accept(key.fileobj, key.data.stream)
                 elif not self._muted and not key.data.closed:
                     try:
@@ -236,6 +246,9 @@ class IngressServer:
             if closing or now >= next_stats:
                 next_stats = now + STATS_INTERVAL
                 self._chore("stats", self._write_stats)
+                self._log_summary(now)
+            for conn in polled:
+                conn.polled = conn.registered
 
     def _chore(self, name: str, fn) -> None:
         try:
@@ -300,8 +313,8 @@ class IngressServer:
                 return
             # muted for disk space: refused, so a sender never waits for a "stored later"
             client, evict = (None, None) if "disk" in self._why_muted else self._admit.admit(stream, addr[0])
-            if evict is not None:            # the port is full: the oldest frameless connection makes room
-                self._close(evict, reset=True, refused=True)
+            if evict is not None:            # a full share or port: the longest-idle connection gives way
+                self._close(evict, reset=bool(evict.pending) or not evict.accepted, evicted=True)
             if client is None:
                 self._refuse(sock, stream, addr)
                 continue
@@ -316,7 +329,7 @@ class IngressServer:
             with self._lock:
                 self._c.connections_open[stream] += 1
                 self._c.connections_total[stream] += 1
-            log.info("%s connection from %s", stream, conn.peer)
+            log.debug("%s connection from %s", stream, conn.peer)
 
     def _refuse(self, sock: socket.socket, stream: str, addr) -> None:
         try:
@@ -328,7 +341,8 @@ class IngressServer:
             self._c.connections_refused[stream] += 1
         self._warn("refuse-" + stream, "%s port refused %s:%s (%d refused so far): %s", stream, addr[0], addr[1],
                    self._c.connections_refused[stream], "disk space low" if "disk" in self._why_muted else
-                   "full (--max-connections) or its client's share taken (MS_MAX_CONNECTIONS_PER_CLIENT)")
+                   "full (--max-connections) or its client's share taken (MS_MAX_CONNECTIONS_PER_CLIENT), "
+                   "and no connection there may give way yet")
 
     def _pause_accepting(self) -> None:
         for key in list(self._sel.get_map().values()):
@@ -354,7 +368,7 @@ class IngressServer:
                 conn.pending = b""
             with self._lock:
                 self._c.connections_idle[conn.stream] += 1
-            log.info("%s connection from %s %s: dropped", conn.stream, conn.peer, why)
+            log.debug("%s connection from %s %s: dropped", conn.stream, conn.peer, why)
             self._close(conn, reset=pending)
 
     def _warn(self, key: str, msg: str, *args) -> None:
@@ -379,7 +393,7 @@ class IngressServer:
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as e:     # reset by peer and the like: what arrived still counts
-                log.info("%s connection from %s failed: %s", conn.stream, conn.peer, e)
+                log.debug("%s connection from %s failed: %s", conn.stream, conn.peer, e)
                 eof = True
                 break
             if n == 0:
@@ -390,7 +404,17 @@ class IngressServer:
             end += n
         if end == p and not eof:
             return False
+        if not conn.sniffed and end > p:
+            what = foreign_protocol(bytes(mv[:min(end, LONGEST)]))
+            if what == UNDECIDED and not eof:
+                conn.pending = bytes(mv[:end])       # fewer bytes than decide: wait for more
+                return False
+            if what not in (None, UNDECIDED):
+                self._foreign(conn, what)
+                return False
+            conn.sniffed = True
         conn.last_active = time.monotonic()
+        self._admit.active(conn)
         try:
             res = conn.scanner.scan(mv[:end], final=eof)
         except Exception as e:       # a scanner bug must cost this chunk, not the server
@@ -425,6 +449,21 @@ class IngressServer:
             self._mute("backlog")
         return eof
 
+    def _foreign(self, conn: SenderConnection, what: str) -> None:
+        """Reset a connection that began like another protocol: none of its bytes is read as frames."""
+        conn.pending = b""
+        with self._lock:
+            self._c.connections_foreign[conn.stream] += 1
+        self._warn("foreign-" + conn.stream, "%s port closed a connection from %s that began like %s "
+                   "(%d so far; a web page or another client, never a fixish sender)", conn.stream, conn.peer,
+                   what, self._c.connections_foreign[conn.stream])
+        self._close(conn, reset=True)
+
+    def _log_summary(self, now: float, force: bool = False) -> None:
+        line = self._summary.line(self.stats(), now) if force or self._summary.due(now) else None
+        if line:
+            log.info("%s", line)
+
     def _dead_letter(self, conn: SenderConnection, bad: list[BadFrame]) -> None:
         if not bad:
             return
@@ -433,8 +472,8 @@ class IngressServer:
             self._warn("deadletter", "dead letters dropped (%d so far): %s", self._dead.dropped,
                        self._dead.error or f"over --deadletter-max-bytes {self.cfg.deadletter_max_bytes}")
         if conn.bad == 0:
-            log.warning("%s connection from %s sent bad input (%s, %d bytes); set aside in %s",
-                        conn.stream, conn.peer, bad[0].reason, len(bad[0].data), self.cfg.deadletter_path)
+            self._warn("bad-" + conn.stream, "%s connection from %s sent bad input (%s, %d bytes); set aside in %s",
+                       conn.stream, conn.peer, bad[0].reason, len(bad[0].data), self.cfg.deadletter_path)
         conn.bad += len(bad)
         with self._lock:
             self._c.bad[conn.stream] += len(bad)
@@ -442,7 +481,7 @@ class IngressServer:
                 cat = reason_category(b.reason)
                 self._c.bad_reasons[cat] = self._c.bad_reasons.get(cat, 0) + 1
 
-    def _close(self, conn: SenderConnection, reset: bool = False, refused: bool = False) -> None:
+    def _close(self, conn: SenderConnection, reset: bool = False, evicted: bool = False) -> None:
         """Close a connection: cleanly (all it sent that was read is durable) or with a reset."""
         self._admit.release(conn)
         if conn.registered:
@@ -452,7 +491,8 @@ class IngressServer:
         self._conns.discard(conn)
         with self._lock:             # before the close, so a sender seeing it sees the count
             self._c.connections_open[conn.stream] -= 1
-            (self._c.connections_refused if refused else self._c.connections_reset)[conn.stream] += reset
+            self._c.connections_reset[conn.stream] += reset
+            self._c.connections_evicted[conn.stream] += evicted
         if reset:
             try:
                 conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RST)
@@ -462,14 +502,16 @@ class IngressServer:
             conn.sock.close()
         except OSError:
             pass
-        log.info("%s connection from %s %s: %d messages, %d bytes, %d bad", conn.stream, conn.peer,
-                 "reset" if reset else "closed", conn.accepted, conn.bytes_in, conn.bad)
+        log.debug("%s connection from %s %s%s: %d messages, %d bytes, %d bad", conn.stream, conn.peer,
+                  "reset" if reset else "closed", " to make room" if evicted else "", conn.accepted, conn.bytes_in,
+                  conn.bad)
 
     # ------------------------------------------------------------------ backpressure
 
     def _register(self, conn: SenderConnection) -> None:
         self._sel.register(conn.sock, selectors.EVENT_READ, conn)
         conn.registered = True
+        self._unpolled.append(conn)
 
     def _mute(self, why: str) -> None:
         """Stop reading every connection for `why` ("backlog", "disk"); TCP pushes back on senders."""
@@ -574,6 +616,7 @@ class IngressServer:
             self._write_stats()
         except OSError as e:
             log.error("ingress could not write %s: %s", STATS_FILE, e)
+        self._log_summary(time.monotonic(), force=True)
         st = self.stats()
         log.info("ingress stopped: %d messages accepted (%s), %d bad, head %d", st.accepted_total,
                  ", ".join(f"{k} {v}" for k, v in st.accepted.items()), st.bad_total, st.head)

@@ -40,6 +40,8 @@ class IngressStats:
     connections_reset: dict[str, int] = field(default_factory=dict)    # unstored bytes: RST
     connections_refused: dict[str, int] = field(default_factory=dict)  # over max_connections
     connections_idle: dict[str, int] = field(default_factory=dict)     # dropped after idle_timeout
+    connections_evicted: dict[str, int] = field(default_factory=dict)  # gave way to a new one (longest idle)
+    connections_foreign: dict[str, int] = field(default_factory=dict)  # began like HTTP or TLS: closed
     deadletter_dropped: int = 0         # bad runs counted but not kept (cap or full disk)
     deadletter_rotations: int = 0
 
@@ -57,6 +59,8 @@ class IngressCounters:
     connections_reset: dict[str, int] = field(default_factory=dict)
     connections_refused: dict[str, int] = field(default_factory=dict)
     connections_idle: dict[str, int] = field(default_factory=dict)
+    connections_evicted: dict[str, int] = field(default_factory=dict)
+    connections_foreign: dict[str, int] = field(default_factory=dict)
     mute_episodes: int = 0
     muted_seconds: float = 0.0
     write_failures: int = 0
@@ -79,7 +83,7 @@ class IngressCounters:
 
 
 _PER_STREAM = ("accepted", "bad", "bytes_in", "connections_open", "connections_total", "connections_reset",
-               "connections_refused", "connections_idle")
+               "connections_refused", "connections_idle", "connections_evicted", "connections_foreign")
 
 
 def reason_category(reason: str) -> str:

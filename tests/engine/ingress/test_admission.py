@@ -1,4 +1,4 @@
-"""Admission of ingress connections (pure): clients, shares, frameless connections making room."""
+"""Admission of ingress connections (pure): clients, shares, the longest-idle connection making room."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,8 +11,10 @@ class Conn:
     stream: str
     client: str
     accepted: int = 0
+    uncommitted: int = 0
     opened: float = 0.0
     last_active: float = 0.0
+    polled: bool = True               # the server has looked at it (admission.Connection)
     closed: bool = False
 
 
@@ -32,52 +34,72 @@ def test_a_client_is_an_ipv4_address_or_an_ipv6_slash_64():
     assert client_key("2001:db8:1:3::5") != client_key("2001:db8:1:2::5")
 
 
-def test_a_client_gets_its_share_and_a_full_port_resets_its_oldest_frameless_connection():
-    a = Admission(max_connections=4, per_client=2, first_frame_s=10, idle_s=300)
-    first, _ = _open(a, "10.0.0.1")
-    second, _ = _open(a, "10.0.0.1")
-    assert _open(a, "10.0.0.1") == (None, None)                 # its share is taken
-    sender, _ = _open(a, "10.0.0.2")
-    sender.accepted = 5                                          # a real sender: keeps its place
-    a.framed(sender)
-    _open(a, "10.0.0.3")
-    c, evict = _open(a, "10.0.0.4")                              # full: the oldest frameless goes
-    assert c is not None and evict is first
-    a.release(first)                                             # the server closes it: counted once
+def _send(a: Admission, c: Conn, now: float, frames: int = 1) -> None:
+    """The server read `frames` good frames from `c` at `now`."""
+    c.last_active = now
+    a.active(c)
+    if frames and not c.accepted:
+        a.framed(c)
+    c.accepted += frames
+
+
+def test_a_full_share_makes_room_from_its_longest_idle_connection_even_when_every_sender_is_local():
+    a = Admission(max_connections=1024, per_client=4, first_frame_s=10, idle_s=300)
+    idle = [_open(a, "127.0.0.1", now=i)[0] for i in range(4)]    # a local user's idle sockets fill the share
+    _send(a, idle[0], 5.0, frames=0)                              # a byte: now the least idle of them
+    sender, evict = _open(a, "127.0.0.1", now=6)
+    assert sender is not None and evict is idle[1]                # the longest idle gives way
+    a.release(evict)                                              # the server closes it: counted once
     assert a.open["orders"] == 4
-    assert a.expired([second, sender], 11.0) == [(second, "sent no whole frame in 10 s")]
-    assert a.expired([sender], 301.0) == [(sender, "idle for 300 s")]
-    Admission.unmuted([second], 50.0)
-    assert a.expired([second], 55.0) == []                       # muted time is not the sender's
+    assert [_open(a, "127.0.0.1", now=7)[1] for _ in range(2)] == [idle[2], idle[3]]
 
 
-def test_a_flood_of_frameless_connections_makes_room_from_itself_not_from_a_sender_yet_to_be_read():
-    """Connections accepted in one burst are read after it: the flood's newer ones must not push a sender out."""
-    a = Admission(max_connections=8, per_client=4, first_frame_s=10, idle_s=300)
-    for i in range(4):
-        _open(a, "10.0.1.1", now=i)
-    sender, _ = _open(a, "10.0.0.2", now=5)                      # its frame is in its socket, not read yet
-    evicted = []
-    for i in range(50):                                          # fewer addresses than the cap, over and over
-        _, evict = _open(a, f"10.0.2.{i % 5}", now=6 + i)
-        evicted.append(evict)
-    assert sender not in evicted
-    assert sum(e is not None for e in evicted) >= 40             # the flood made room from itself
-    assert a.open["orders"] == 8
-
-
-def test_a_connection_that_sent_a_frame_leaves_the_frameless():
-    a = Admission(max_connections=2, per_client=2, first_frame_s=10, idle_s=300)
-    sender, _ = _open(a, "10.0.0.2")
-    sender.accepted = 1
-    a.framed(sender)
-    hog, _ = _open(a, "10.0.0.1")
-    hog2, evict = _open(a, "10.0.0.1")
+def test_a_full_port_makes_room_from_frameless_ones_first_then_from_the_longest_idle_sender():
+    a = Admission(max_connections=4, per_client=2, first_frame_s=10, idle_s=300)
+    senders = [_open(a, f"10.0.0.{i}", now=i)[0] for i in range(1, 4)]
+    for i, s in enumerate(senders):
+        _send(a, s, 10.0 + i)
+    hog, _ = _open(a, "10.0.0.9", now=20)
+    c, evict = _open(a, "10.0.0.4", now=21)                       # the frameless one goes first, though newer
     assert evict is hog
-    other, evict = _open(a, "10.0.0.3")
-    assert evict is hog2
-    other.accepted = 1
-    a.framed(other)
-    assert _open(a, "10.0.0.1") == (None, None)                  # only senders left: the port is full
-    a.release(other)
-    assert a.open["orders"] == 1 and _open(a, "10.0.0.1")[0] is not None
+    _send(a, c, 22.0)
+    _, evict = _open(a, "10.0.0.5", now=23)                       # then whoever sent longest ago, any address
+    assert evict is senders[0]
+    assert a.expired([senders[1]], 312.0) == [(senders[1], "idle for 300 s")]
+    late, _ = _open(a, "10.0.0.6", now=24)
+    assert a.expired([late], 35.0) == [(late, "sent no whole frame in 10 s")]
+    Admission.unmuted([late], 50.0)
+    assert a.expired([late], 55.0) == []                          # muted time is not the sender's
+
+
+def test_a_flood_accepted_in_one_burst_cannot_push_out_a_sender_yet_to_be_read():
+    """Connections accepted in one burst are read after it: the flood's newcomers are refused, not the sender."""
+    a = Admission(max_connections=8, per_client=4, first_frame_s=10, idle_s=300)
+    hogs = [_open(a, "127.0.0.1", now=i)[0] for i in range(4)]    # looked at: nothing sent
+    burst = [_open(a, "127.0.0.2", now=5)[0]]                     # the sender: its frame not read yet
+    burst[0].polled = False
+    evicted, refused, admitted = [], 0, []
+    for i in range(50):                                           # the burst: every newcomer unread too
+        c, evict = _open(a, "127.0.0.1", now=6 + i)
+        if c is None:
+            refused += 1
+            continue
+        c.polled = False
+        evicted.append(evict)
+        admitted.append(c)
+    assert evicted == hogs and refused == 46 and a.open["orders"] == 5
+    for c in burst + admitted:
+        c.polled = True                                           # the next loop looks at each of them
+    _send(a, burst[0], 60.0)                                      # and reads the sender's frame
+    later = [_open(a, f"127.0.0.{3 + i}", now=61 + i)[1] for i in range(8)]
+    assert burst[0] not in later and set(admitted) <= set(later)  # the flood makes room from itself
+
+
+def test_connections_with_uncommitted_records_never_give_way():
+    a = Admission(max_connections=1, per_client=0, first_frame_s=10, idle_s=300)
+    sender, _ = _open(a, "10.0.0.1")
+    _send(a, sender, 1.0)
+    sender.uncommitted = 3                                        # read this loop, not yet durable
+    assert _open(a, "10.0.0.2", now=2) == (None, None)
+    sender.uncommitted = 0
+    assert _open(a, "10.0.0.2", now=2)[1] is sender

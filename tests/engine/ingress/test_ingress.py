@@ -319,29 +319,26 @@ def test_low_space_mark_mutes_before_the_disk_is_full_and_resumes(tmp_path, capl
 
 # --------------------------------------------------------------------------- limits
 
-def test_connections_over_the_cap_are_refused_and_the_others_keep_flowing(tmp_path):
+def test_a_full_port_closes_its_longest_idle_sender_with_all_it_sent_stored_and_the_others_keep_flowing(tmp_path):
     srv = IngressServer(_cfg(tmp_path, max_connections=3)).start()
     port = srv.ports["orders"]
     held = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
     try:
         assert wait_for(lambda: srv.stats().connections_open["orders"] == 3, 5)
-        for k, s in enumerate(held):         # senders with a frame keep their place (admission.py)
+        for k, s in enumerate(held):         # senders, then quiet: held[0] the longest (admission.py)
             s.sendall(_tagged_order(k, 0))
-        assert wait_for(lambda: srv.stats().accepted_total == 3, 5)
-        extra = socket.create_connection(("127.0.0.1", port))
-        extra.settimeout(5)
-        with pytest.raises(ConnectionResetError):
-            extra.sendall(_tagged_order(9, 0))
-            extra.recv(1)
-        extra.close()
-        for k, s in enumerate(held):         # the held ones still deliver and are acknowledged
+            assert wait_for(lambda: srv.stats().accepted_total == k + 1, 5)
+        assert send_outcome(port, _tagged_order(9, 0)) == "acked"          # a newcomer gets in
+        held[0].settimeout(5)
+        assert held[0].recv(1) == b""        # a clean close: what it sent is stored
+        for k, s in enumerate(held[1:], 1):  # the others still deliver and are acknowledged
             s.sendall(b"".join(_tagged_order(k, i) for i in range(1, 50)))
             s.shutdown(socket.SHUT_WR)
             s.settimeout(5)
             assert s.recv(1) == b""
         st = srv.stats()
-        assert st.connections_refused["orders"] == 1 and st.accepted_total == 150
-        assert send_outcome(port, _tagged_order(5, 0)) == "acked"            # room again
+        assert st.connections_evicted["orders"] == 1 and st.accepted_total == 4 + 2 * 49
+        assert st.connections_refused["orders"] == 0
     finally:
         for s in held:
             s.close()
