@@ -44,8 +44,23 @@ def _clean(value):
     return value
 
 
+def plain_text(text: str) -> str:
+    """Return `text` escaped for plotly.js, which draws names and titles as a subset of HTML.
+
+    A query named `<a href=...>` would otherwise be a live link in a legend; escaped, it is
+    drawn as the characters typed.
+    """
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _title(key: str, value):
-    return {"text": value} if key == "title" and isinstance(value, str) else value
+    return {"text": plain_text(value)} if key == "title" and isinstance(value, str) else value
+
+
+def _named(props: dict) -> dict:
+    if isinstance(props.get("name"), str):
+        props["name"] = plain_text(props["name"])
+    return props
 
 
 def merge(into: dict, props: Mapping) -> dict:
@@ -64,12 +79,12 @@ def merge(into: dict, props: Mapping) -> dict:
 
 def scatter(**props) -> dict:
     """Return a scatter trace (lines, markers, text)."""
-    return {"type": "scatter", **_clean(_expand(props))}
+    return {"type": "scatter", **_named(_clean(_expand(props)))}
 
 
 def bar(**props) -> dict:
     """Return a bar trace."""
-    return {"type": "bar", **_clean(_expand(props))}
+    return {"type": "bar", **_named(_clean(_expand(props)))}
 
 
 def iso_times(times_ns: Sequence[int]) -> list[str]:
