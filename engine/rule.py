@@ -5,10 +5,12 @@ State per symbol starts as "reject, bid 0, offer 0". An NBBO sets bid and offer 
 rejected-order result when its symbol's state says reject.
 
 `apply_rule` does this for a whole batch of one shard in numpy; `reference_results` is
-the plain-Python loop the tests hold it to.
+the plain-Python loop the tests hold it to. Both divide as IEEE does, also by a mid of
+±0.0 (negative subnormal quotes round to -0.0): the sign of the infinity decides.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -203,6 +205,17 @@ def apply_rule(state: ShardState, seq: np.ndarray, kind: np.ndarray, symbol: np.
                       ShardState(state.symbols, reject, new_bid, new_offer))
 
 
+def _by_zero_is_wide(diff: float, mid: float) -> bool:
+    """`diff / mid >= WIDE_REL` for a mid of ±0.0, as IEEE division (numpy, Wallaroo's F64) gives it.
+
+    ±inf by the signs of both: a mid of negative subnormals rounds to -0.0 and keeps its
+    sign, so a positive spread over it is -inf (tight); 0/0 is nan (tight).
+    """
+    if diff == 0:
+        return False
+    return (diff > 0) == (math.copysign(1.0, mid) > 0)
+
+
 def reference_results(messages: Iterable[Nbbo | Order]) -> list[tuple]:
     """Run the rule in plain Python over messages in arrival order.
 
@@ -215,7 +228,7 @@ def reference_results(messages: Iterable[Nbbo | Order]) -> list[tuple]:
         if isinstance(m, Nbbo):
             diff = m.offer - m.bid
             mid = (m.bid + m.offer) / 2
-            rel_wide = (diff / mid >= WIDE_REL) if mid != 0 else (diff > 0)
+            rel_wide = (diff / mid >= WIDE_REL) if mid != 0 else _by_zero_is_wide(diff, mid)
             state[m.symbol] = (diff >= WIDE_ABS or rel_wide, m.bid, m.offer)
         else:
             reject, b, o = state.get(m.symbol, (True, 0.0, 0.0))

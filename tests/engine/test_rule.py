@@ -129,3 +129,14 @@ def test_symbols_sharing_a_hash_slot_new_ones_and_zero_keep_their_own_state():
                 got.append((m.side, m.account, m.order_id, m.symbol, m.qty, m.price, float(b_), float(o_)))
         assert got == want
         assert np.array_equal(state.symbols, np.unique(sym))
+
+
+TINY = 5e-324                          # the smallest subnormal: a mid of -TINY/2 rounds to -0.0
+
+
+@pytest.mark.parametrize("bid, offer", [(-TINY, 0.0), (0.0, -TINY), (-TINY, -0.0), (-0.0, -TINY),
+                                        (TINY, 0.0), (0.0, TINY), (-0.0, 0.0), (0.0, -0.0), (-TINY, TINY)])
+def test_negative_subnormal_quotes_agree_with_the_reference(bid, offer):
+    """A mid that rounds to -0.0 keeps its sign: the relative spread's sign follows IEEE division."""
+    msgs = [Nbbo(b"SUB ", b"t", bid, offer), Order(1, 7, b"abcdef", b"SUB ", 10.0, 1.5, b"t")]
+    assert _run_batched(msgs, []) == reference_results(msgs)
