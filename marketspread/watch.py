@@ -40,7 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-executor-metrics", dest="executor_metrics", action="store_false",
                    help="do not send Spark's metrics system (executors' JVM figures) to the monitor")
     p.add_argument("--metrics-host", default="127.0.0.1",
-                   help="address Spark's executors send their metrics to (the driver's; default 127.0.0.1)")
+                   help="address Spark's executors send their metrics to (the driver's; default 127.0.0.1); "
+                        "the relay listens there and takes only the session's own reports")
     p.add_argument("script", type=Path, help="the PySpark script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
 
@@ -146,10 +147,14 @@ def watch(script: Path, args: list[str], run: str | None = None, executor_metric
     conf_fn = dict
     if executor_metrics:
         from spark_listener.monitor import close_unused_relays, executor_metrics_conf  # lazy: PySpark only for `watch`
-        first = [executor_metrics_conf(metrics_host)]      # listening before the script runs
 
         def conf_fn() -> dict[str, str]:
-            return first.pop() if first else executor_metrics_conf(metrics_host)
+            """Start a relay as a session without its own sink is built (before its SparkContext), else none."""
+            try:
+                return executor_metrics_conf(metrics_host)     # warns in one line on a bind beyond loopback
+            except (OSError, ValueError) as e:
+                log.error("watch: executor metrics off: cannot listen on %s for Spark's metrics (%s)", metrics_host, e)
+                return {}
     # `python` takes its workers' interpreter only from PYSPARK_PYTHON (engine/spark/session.py):
     # this one, so the script's tasks can import what record_latency needs
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

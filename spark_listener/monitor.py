@@ -37,7 +37,6 @@ import time
 from pathlib import Path
 
 from collector.aggregate import IntervalAggregator
-from collector.graphite import spark_metrics_conf
 from collector.graphite_relay import GraphiteRelay
 from collector.influx import InfluxClient, InfluxConfig, InfluxWriter, Point
 from collector.names import to_name
@@ -93,15 +92,29 @@ def executor_metrics_conf(host: str = "127.0.0.1", period_s: int = 2, *, writer=
     Spark starts its metrics sinks with the SparkContext, so the properties go into the
     builder (`SparkSession.builder.config(map=executor_metrics_conf())`) and the relay
     listens before the session exists (no report is refused). `monitor()` adopts it. On
-    a cluster, `host` is the driver's address the executors reach.
+    a cluster, `host` is the driver's address the executors reach. The properties carry
+    the relay's secret prefix: it relays this session's reports and no one else's.
     """
+    _check_relay_host(host)
     own = writer is None
     if own:
         writer = _open_writer(Path(state_dir) if state_dir else default_state_dir(), f"relay-{os.getpid()}", influx)
-    relay = GraphiteRelay(writer, host=host, port=0).start()
+    try:
+        relay = GraphiteRelay(writer, host=host, port=0).start()
+    except BaseException:
+        if own:
+            writer.close(1.0)
+        raise
     with _early_lock:
         _early_relays[relay.port] = (relay, writer if own else None)
-    return spark_metrics_conf(host, relay.port, period_s)
+    return relay.spark_conf(host, period_s)
+
+
+def _check_relay_host(host: object) -> str:
+    """Return `host` if it can be the relay's address (a host name or IP, no spaces); else raise ValueError."""
+    if not isinstance(host, str) or not host or len(host) > 253 or any(c.isspace() or c in "/\\\"'" for c in host):
+        raise ValueError(f"metrics host {host!r} is not a host name or address")
+    return host
 
 
 class SparkMonitor:
@@ -352,16 +365,18 @@ class SparkMonitor:
                      "SparkContext; build the session with SparkSession.builder.config("
                      "map=executor_metrics_conf()) (from spark_listener) to get them")
             return
-        with _early_lock:
-            early = _early_relays.pop(int(port), None)
-        if early is not None:
-            self._relay, self._relay_writer = early
-            return
         try:
-            self._relay = GraphiteRelay(self._writer, host=host, port=int(port)).start()
-        except (OSError, ValueError) as e:
-            log.warning("monitor: executor metrics off: cannot listen on %s:%s for Spark's metrics sink (%s)",
-                        host, port, e)
+            with _early_lock:
+                early = _early_relays.pop(int(port), None)
+        except ValueError:
+            early = None
+        if early is None:
+            # The script's own sink: it sends where the script says (starting a relay now, after
+            # the SparkContext, would miss its first reports, and it carries no secret of ours).
+            log.info("monitor: the session's own Graphite sink (%s:%s) is left to the script; executor figures "
+                     "reach the monitor only from a session built with executor_metrics_conf()", host, port)
+            return
+        self._relay, self._relay_writer = early
 
 
 def failure_of(exc: BaseException | None) -> FailureReason | None:
