@@ -7,9 +7,9 @@ application id by default); `ExecutorReportAssembler` turns one report's curated
 into one `spark_executor` point (tags `app`, `executor`), ignoring (and counting) the rest.
 Pure logic: `collector/graphite_relay.py` does the socket side.
 
-Example::
+Example (a relay takes only lines with its own secret prefix: pass it, or use `relay.spark_conf()`)::
 
-    conf = spark_metrics_conf("127.0.0.1", relay.port)     # before the SparkContext exists
+    conf = spark_metrics_conf("127.0.0.1", relay.port, prefix=relay.prefix)   # before the SparkContext exists
     spark = SparkSession.builder.config(map=conf).getOrCreate()
 """
 from __future__ import annotations
@@ -218,6 +218,8 @@ class ExecutorReportAssembler:
 
 def spark_metrics_conf(host: str, port: int, period_s: int = 2, prefix: str = DEFAULT_PREFIX) -> dict[str, str]:
     """Return the Spark properties that send driver and executor JVM figures to a relay at `host:port`.
+
+    `prefix` starts every line Spark sends: give the relay's own (`GraphiteRelay.prefix`).
 
     Set them before the SparkContext exists (`SparkSession.builder.config(map=...)`);
     Spark refuses a period under one second, so this does too, before the user's job starts.
