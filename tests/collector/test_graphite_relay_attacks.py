@@ -159,3 +159,22 @@ def test_more_lines_than_the_overall_rate_wait_and_are_all_relayed():
         stats = relay.stats()
     assert sorted(p.fields["heap_used_bytes"] for p in writer.measurement("spark_executor")) == list(range(1, 121))
     assert stats.paused >= 1
+
+
+def test_it_binds_loopback_by_default_and_warns_in_one_line_on_a_wide_bind(caplog):
+    with GraphiteRelay(MemoryWriter()) as relay:
+        assert relay._listener.getsockname()[0] == "127.0.0.1"
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    with caplog.at_level("WARNING", logger="collector.graphite_relay"), GraphiteRelay(MemoryWriter(), host="0.0.0.0"):
+        pass
+    [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "0.0.0.0" in warning and "beyond loopback" in warning and "\n" not in warning
+
+
+def test_each_relay_has_its_own_secret_prefix_and_spark_gets_it():
+    a, b = GraphiteRelay(MemoryWriter()), GraphiteRelay(MemoryWriter())
+    assert a.prefix != b.prefix and len(a.prefix) >= 32 and "." not in a.prefix
+    with a:
+        conf = a.spark_conf(period_s=1)
+    assert conf["spark.metrics.conf.*.sink.graphite.prefix"] == a.prefix
+    assert conf["spark.metrics.conf.*.sink.graphite.port"] == str(a.port)
