@@ -54,6 +54,12 @@ def spark_local_ip(environ: Mapping[str, str] | None = None) -> str | None:
     return environment(environ).get("SPARK_LOCAL_IP") or None
 
 
+def spark_launch_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Return Spark's own launch variables the user set (`SPARK_LOCAL_IP`, `PYSPARK_SUBMIT_ARGS`)."""
+    env = environment(environ)
+    return {k: env[k] for k in ("SPARK_LOCAL_IP", "PYSPARK_SUBMIT_ARGS") if env.get(k)}
+
+
 def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
     """Return the state folder: `$MS_STATE_DIR`, else `.state/` of this checkout.
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Mapping
 
 from collector.names import InvalidName, check_name
+from collector.settings import spark_launch_env
 from marketspread.script_signals import ScriptSignals
 
 log = logging.getLogger(__name__)
@@ -53,8 +54,8 @@ class _Attach:
     already, adopted by its monitor); `{}` leaves the sink off.
     """
 
-    def __init__(self, run: str | None, conf_fn):
-        self.run, self.conf_fn = run, conf_fn
+    def __init__(self, run: str | None, conf_fn, launch_env: Mapping[str, str]):
+        self.run, self.conf_fn, self.launch_env = run, conf_fn, launch_env
         self.monitors: list = []
         self.original = None
 
@@ -76,9 +77,9 @@ class _Attach:
                 if not any(k.startswith("spark.metrics.conf.") for k in options):
                     for k, v in attach.conf_fn().items():
                         builder.config(k, v)
-                for k, v in loopback_conf(options, os.environ).items():
+                for k, v in loopback_conf(options, attach.launch_env).items():
                     if k == LOCAL_IP:
-                        os.environ[k] = v             # read by the JVM at launch: the UI's bind address
+                        os.environ.setdefault("SPARK_LOCAL_IP", v)     # read by the JVM at launch: the UI bind address
                     else:
                         builder.config(k, v)
             spark = attach.original(builder)
@@ -158,7 +159,7 @@ def watch(script: Path, args: list[str], run: str | None = None, executor_metric
     # `python` takes its workers' interpreter only from PYSPARK_PYTHON (engine/spark/session.py):
     # this one, so the script's tasks can import what record_latency needs
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    attach = _Attach(run, conf_fn)
+    attach = _Attach(run, conf_fn, spark_launch_env())
     attach.install()
     signals = ScriptSignals(on_interrupt=_drop_main_py4j_connection).install()
     saved_argv, saved_path = sys.argv[:], sys.path[:]

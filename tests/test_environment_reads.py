@@ -37,6 +37,8 @@ ENTRY_POINTS: dict[str | tuple[str, str], str] = {
     ("spark_listener/monitor.py", "_open_writer"): "monitor() in a user's job, as above (read in start(), "
                                                    "where a bad setting stops the monitor, not the job)",
     ("spark_listener/monitor.py", "executor_metrics_conf"): "a user's job, before its session exists",
+    ("marketspread/watch.py", "watch"): "the `watch` command: whether the user chose Spark's addresses "
+                                        "(SPARK_LOCAL_IP, --master in PYSPARK_SUBMIT_ARGS)",
     ("spark_listener/monitor.py", "_start_alerts"): "monitor() in a user's job: the alert settings, as above",
     ("spark_listener/latency.py", "_spool"): "record_latency() in a user's job: the default spool folder",
     ("engine/spark/session.py", "build_session"): "SPARK_LOCAL_IP, Spark's own variable, read where Spark's "

@@ -24,6 +24,7 @@ WRITES_ALLOWED = {
     ("engine/spark/session.py", "PYSPARK_PYTHON"),
     ("engine/spark/session.py", "PYSPARK_DRIVER_PYTHON"),
     ("marketspread/watch.py", "PYSPARK_PYTHON"),          # the same contract, for a user's script
+    ("marketspread/watch.py", "SPARK_LOCAL_IP"),          # Spark's launcher: the UI binds to it alone
 }
 
 
