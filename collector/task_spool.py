@@ -202,6 +202,12 @@ def _parse_name(path: Path) -> _Entry | None:
     return _Entry(path, parts[0], (stage, partition), tid, mtime)
 
 
+#: A sample is dated when its task ended: one older than the raw retention (7 days) or more
+#: than 5 min ahead of this clock is no task's, and would make InfluxDB open a shard for its day.
+MAX_AGE_NS = 7 * 86400 * 1_000_000_000
+MAX_AHEAD_NS = 300 * 1_000_000_000
+
+
 def _read_file(path: Path, samples: list, uncounted: dict[str, Uncounted]) -> int:
     """Add a file's samples and uncounted rows; return how many lines could not be read."""
     try:                            # a link planted in a shared spool is not followed
@@ -221,7 +227,11 @@ def _read_file(path: Path, samples: list, uncounted: dict[str, Uncounted]) -> in
                 old = uncounted.get(u.step, Uncounted(u.step))
                 uncounted[u.step] = Uncounted(u.step, old.nulls + u.nulls, old.negative + u.negative)
             else:
-                samples.extend(decode_samples(line))
+                decoded = decode_samples(line)
+                now = time.time_ns()
+                if any(not now - MAX_AGE_NS <= x.ts_ns <= now + MAX_AHEAD_NS for x in decoded):
+                    raise ValueError("a sample dated outside the raw retention or ahead of this clock")
+                samples.extend(decoded)
         except Exception:           # hostile or torn line: skip it, count it, read on
             bad += 1
     return bad

@@ -10,8 +10,8 @@ from collector import task_spool as ts
 from collector.samples import record_step
 
 
-def _sample(step: str, values, worker: str = "h/p0"):
-    return record_step(step, "", worker, np.asarray(values, np.int64), 1)
+def _sample(step: str, values, worker: str = "h/p0", ts_ns: int | None = None):
+    return record_step(step, "", worker, np.asarray(values, np.int64), time.time_ns() if ts_ns is None else ts_ns)
 
 
 def _task(stage=1, partition=0, tid=1, attempt=0, run="job-a", batch=3, query="q1"):
@@ -93,6 +93,19 @@ def test_hostile_and_corrupt_files_are_skipped_and_counted(tmp_path):
     assert [s.counts for s in got.samples if s.step == "s"] == [good.counts]
     assert got.unreadable >= 6
     assert not folder.exists()
+
+
+def test_samples_dated_far_from_this_clock_are_skipped_and_counted(tmp_path):
+    """A writer of a shared spool cannot date points years away (each day a new InfluxDB shard)."""
+    now = time.time_ns()
+    good = _sample("s", [10])
+    ahead, old = _sample("s", [20], ts_ns=now + 86400 * 10**9), _sample("s", [30], ts_ns=now - 30 * 86400 * 10**9)
+    ts.write_task_samples(tmp_path, _task(), [good, ahead, old])
+    ts.write_task_samples(tmp_path, _task(partition=1), [ahead])
+    got = ts.collect_batch_figures(tmp_path, "q1", 3)
+    assert [s.counts for s in got.samples] == [good.counts]
+    assert all(now - 60 * 10**9 < s.ts_ns < now + 60 * 10**9 for s in got.samples)
+    assert got.unreadable == 3
 
 
 def test_a_missing_or_unreadable_spool_gives_nothing(tmp_path):
