@@ -46,6 +46,7 @@ from typing import NamedTuple
 from collector.influx.client import InfluxClient, InfluxError, quote_ident
 from collector.influx.config import DEFAULT_DB, DEFAULT_PORT, InfluxConfig
 from collector.influx.schema import describe_policies, ensure_database, setup_statements
+from collector.influx.writer import InfluxWriter
 from collector.settings import default_state_dir, env_values
 from collector.influx.credentials import AdminCredentials, create_credentials, credentials_path
 from collector.names import check_name
@@ -433,6 +434,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wait", type=float, default=10.0, help="seconds to wait for the server (default 10)")
 
 
+def backfill_spools(srv: "InfluxServer", timeout: float = 30.0) -> None:
+    """Send the points processes of the state folder spooled for this server while it was down.
+
+    A writer adopts sibling spool folders meant for the same server and database that no
+    live process holds (collector/influx/spool.py), so opening and closing one here backfills
+    what a job that ended during the outage left behind.
+    """
+    InfluxWriter(srv.client(), srv.state_dir / "metrics-spool" / "influxdb-start").start().close(timeout)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run `influxdb start|stop|status|init`; print the URL on start."""
     env = ServerSettings.from_env()
@@ -443,6 +454,7 @@ def run(args: argparse.Namespace) -> int:
         return _init(srv, db, InfluxConfig.from_env(db=db) if env.url is not None else None)
     if args.action == "start":
         st = srv.start(wait=args.wait)
+        backfill_spools(srv)
         print(st.url)
         return 0
     if args.action == "stop":

@@ -51,3 +51,23 @@ def test_a_spool_of_another_database_or_of_a_live_writer_is_left_alone(tmp_path)
     assert (spools / "live").exists() and (spools / "other").exists()
     live.close()
     mine.close()
+
+
+def test_influxdb_start_backfills_what_a_job_spooled_while_it_was_down(tmp_path):
+    from collector.influx.server import backfill_spools
+    server = InfluxServer(tmp_path / "state", port=free_port())
+    server.start()
+    spools = tmp_path / "state" / "metrics-spool"
+    try:
+        ensure_database(server.client())
+        server.stop()
+        job = InfluxWriter(server.client(timeout=1), spools / "monitor-app-2", interval=0.01, backoff=(0.05, 0.1)).start()
+        t0, n = recent_ns(), 200
+        job.add([Point("adopted", {"src": "job"}, {"seq": i}, t0 + i) for i in range(n)])
+        assert not job.close(timeout=0.5)
+        server.start()
+        backfill_spools(server)                                   # what `marketspread influxdb start` does
+        assert count_sum(server.client(), "adopted") == (n, n * (n - 1) // 2)
+        assert not spools.exists() or not any(spools.iterdir())
+    finally:
+        server.stop()
