@@ -239,7 +239,8 @@ class GraphiteRelay:
                 self._read(key.data)
         now = time.monotonic()
         for conn in list(self._conns.values()):
-            if not self._accepting and not conn.trusted and now - conn.last >= self.hello_s:
+            if not self._accepting and not conn.trusted and now - conn.last >= self.hello_s \
+                    and not _has_unread(conn.sock):
                 self._counts["evicted_connections"] += 1
                 self._drop(conn, "evict", "closed a silent sender to make room for a new one")
             elif now - conn.last >= self.idle_timeout_s:
@@ -279,7 +280,8 @@ class GraphiteRelay:
         real report may need: a flood of idle sockets cannot keep the session's Spark out.
         """
         now = time.monotonic()
-        idle = [c for c in self._conns.values() if not c.trusted and now - c.last >= self.hello_s]
+        idle = [c for c in self._conns.values()
+                if not c.trusted and now - c.last >= self.hello_s and not _has_unread(c.sock)]
         if not idle:
             return False
         self._counts["evicted_connections"] += 1
@@ -431,3 +433,18 @@ class GraphiteRelay:
             except OSError:
                 pass
         self._sel.close()
+
+
+def _has_unread(sock: socket.socket) -> bool:
+    """Return whether a sender has bytes the relay has not read yet (or has closed): not silent.
+
+    While reading is paused at the overall rate, a sender's report waits in the kernel;
+    its place must not go to a newcomer as if it had said nothing.
+    """
+    try:
+        sock.recv(1, socket.MSG_PEEK)               # bytes waiting, or the sender's end
+        return True
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True                             # failed: its read drops it, not an eviction
