@@ -8,7 +8,7 @@ touches a system Alertmanager on :9093 or `/var/lib/prometheus`:
     <state_dir>/alertmanager/data/              silences and notification log (--storage.path)
     <state_dir>/alertmanager/token              the secret first segment of its URL's path (0600)
     <state_dir>/alertmanager/server.json        pid and port of the running server
-    <state_dir>/logs/alertmanager.log           its log
+    <state_dir>/logs/alertmanager.log           its log (rotated at 10 MiB, 3 older kept)
 
 It listens on 127.0.0.1 only (`port`, default 19093) and has no cluster (gossip) port;
 silences and the notification log are kept `DATA_RETENTION` (120 h). Alertmanager 0.25
@@ -36,6 +36,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from collector.influx.logpump import spawn_logged
 from collector.influx.server import free_port
 from collector.settings import default_state_dir
 
@@ -182,9 +183,7 @@ class AlertmanagerServer:
                f"--web.listen-address={HOST}:{self.port}", f"--web.route-prefix=/{self._token()}",
                "--cluster.listen-address="]
         t0 = time.monotonic()
-        with open(self.log_path, "ab") as logf:
-            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                          cwd=self.root, start_new_session=True)  # Ctrl-C of a shell leaves it
+        self._proc = spawn_logged(cmd, self.log_path, self.root)   # rotated like influxd's; Ctrl-C of a shell leaves it
         self._info_path.write_text(json.dumps({"pid": self._proc.pid, "port": self.port, "started": time.time()}))
         try:
             self._wait_ready(wait)

@@ -51,6 +51,7 @@ from collector.settings import default_state_dir, env_values
 from collector.influx.credentials import AdminCredentials, create_credentials, credentials_path
 from collector.names import check_name
 from collector.influx.limits import hard_open_files_limit, open_files_limit
+from collector.influx.logpump import spawn_logged
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,6 @@ bind-address = "{host}:{rpc_port}"
 
 
 #: influxd's log rotates at this size; this many older files are kept (as the demo's process logs).
-LOG_MAX_BYTES, LOG_BACKUPS = 10 << 20, 3
 
 
 class InfluxStatus(NamedTuple):
@@ -288,19 +288,9 @@ class InfluxServer:
         few hundred shards, and then `/ping`, writes and restarts fail. Both processes get
         their own session: a Ctrl-C of a shell does not stop them.
         """
-        read_end, write_end = os.pipe()
-        try:
-            subprocess.Popen([sys.executable, str(Path(__file__).with_name("logpump.py")), str(self.log_path),
-                              str(LOG_MAX_BYTES), str(LOG_BACKUPS)],       # stdlib only: starts in ~20 ms
-                             stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             cwd=self.root, start_new_session=True)
-            with hard_open_files_limit():
-                return subprocess.Popen([influxd, "run", "-config", str(self.config_path.resolve())],
-                                        stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.STDOUT,
-                                        cwd=self.root, start_new_session=True)
-        finally:
-            os.close(read_end)
-            os.close(write_end)
+        with hard_open_files_limit():
+            return spawn_logged([influxd, "run", "-config", str(self.config_path.resolve())], self.log_path,
+                                self.root)
 
     def _wait_ready(self, pid: int, wait: float) -> None:
         client = InfluxClient(InfluxConfig(url=f"http://{self.host}:{self.port}", timeout=1.0))
