@@ -7,17 +7,9 @@ import time
 from collector.graphite_relay import GraphiteRelay
 from collector.influx import InfluxWriter
 from collector.testing import MemoryWriter
+from tests.collector.test_graphite_relay import wait_for
 
 DAY = 86_400
-
-
-def wait_for(predicate, timeout=10.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def shard_count(client) -> int:
