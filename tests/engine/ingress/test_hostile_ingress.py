@@ -139,6 +139,7 @@ def test_connections_that_sent_one_frame_and_went_quiet_do_not_keep_a_new_sender
 
 def test_a_flood_of_two_thousand_connections_logs_a_few_lines(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="engine.ingress")
+    started = time.monotonic()
     with IngressServer(_cfg(tmp_path, max_connections=64)) as srv:
         port = srv.ports["orders"]
         for i in range(2_000):                                         # idle, garbage, HTTP, a frame
@@ -153,4 +154,7 @@ def test_a_flood_of_two_thousand_connections_logs_a_few_lines(tmp_path, caplog):
             time.sleep(0.05)
     lines = [r for r in caplog.records if r.name.startswith("engine.ingress")]
     print("\n".join(r.getMessage() for r in lines))
-    assert len(lines) <= 10, len(lines)                                # before: 2 or 3 a connection
+    # the start and stop lines, then each kind of warning at most once per 5 s of the flood (a
+    # loaded machine makes the flood last longer, not the lines per second grow); before: 2 or 3 a connection
+    allowed = 4 + 3 * (int((time.monotonic() - started) / 5) + 1)
+    assert len(lines) <= allowed, (len(lines), allowed)
