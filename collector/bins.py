@@ -15,6 +15,10 @@ bucket's highest value. A bucket is at most 1/1,024 of its values wide, so only 
 within 0.1 % below an edge, the edge included, can count one range up: 65,984-66,000 ns
 (bucket 65,984-66,047) count as "≤ 260 µs", and 4,000 ns (bucket 4,000-4,001) as
 "≤ 16 µs". Below 2,048 ns buckets are 1 ns wide, so the 1 µs edge is exact.
+
+Wallaroo's ranges stop at "> 1 s", where a Spark job's event-time latencies begin: a step
+page shows them followed by :data:`LONG_BINS_NS` (4 s .. 1 h) up to the longest range its
+data reaches (:func:`step_bins`), so sub-second data keeps exactly Wallaroo's twelve ranges.
 """
 from __future__ import annotations
 
@@ -32,6 +36,8 @@ WALLAROO_UI_BINS_NS = (
     1_000_000, 4_000_000, 16_000_000, 66_000_000, 260_000_000,
     1_000_000_000,
 )  # fmt: skip
+#: Edges past Wallaroo's 1 s for Spark-scale latencies, up to an hour (a histogram clamps at ~73 min).
+LONG_BINS_NS = tuple(int(s * 1e9) for s in (4, 16, 60, 4 * 60, 16 * 60, 3600))
 #: The edges Wallaroo's hub really summed to: 2**10 .. 2**30 ns, which its labels round.
 WALLAROO_POW2_UI_BINS_NS = tuple(1 << k for k in range(10, 31, 2))
 
@@ -74,9 +80,17 @@ def format_ns(ns: float) -> str:
     return f"{ns:.3g} ns"
 
 
+def edge_label(ns: int) -> str:
+    """Return a range's edge as labelled: `format_ns` below a minute, whole minutes or hours past it ("4 min")."""
+    for unit, scale in (("h", 3_600 * 10**9), ("min", 60 * 10**9)):
+        if ns >= scale and ns % scale == 0:
+            return f"{ns // scale} {unit}"
+    return format_ns(ns)
+
+
 def ui_labels(edges_ns: Sequence[int] = WALLAROO_UI_BINS_NS) -> tuple[str, ...]:
     """Return the range labels for the given edges: "≤ 1 µs", ..., "≤ 1 s", "> 1 s"."""
-    return tuple(f"≤ {format_ns(e)}" for e in edges_ns) + (f"> {format_ns(edges_ns[-1])}",)
+    return tuple(f"≤ {edge_label(e)}" for e in edges_ns) + (f"> {edge_label(edges_ns[-1])}",)
 
 
 WALLAROO_UI_LABELS = ui_labels()
@@ -98,3 +112,15 @@ def ui_bins(hist: LatencyHistogram | SparseCounts,
         UiBin(label, count, 100.0 * count / total if total else 0.0)
         for label, count in zip(ui_labels(edges_ns), counts)
     ]
+
+
+def step_bins(hist: LatencyHistogram | SparseCounts) -> list[UiBin]:
+    """Return a step page's ranges: Wallaroo's, then the long ones (`LONG_BINS_NS`) up to the longest with data.
+
+    The last range is always "> its edge", so the ranges end just past the data: "> 1 s"
+    when all of it is below a second, "≤ 1 min", "> 1 min" when it reaches 50 s.
+    """
+    edges = WALLAROO_UI_BINS_NS + LONG_BINS_NS
+    counts = [b.count for b in ui_bins(hist, edges)]
+    top = max((i for i, n in enumerate(counts) if n), default=0)
+    return ui_bins(hist, edges[:min(len(edges), max(len(WALLAROO_UI_BINS_NS), top + 1))])

@@ -69,7 +69,7 @@ class UiConfig:
     """
     influx: InfluxConfig = field(default_factory=InfluxConfig.from_env)
     refresh_ms: int = components.REFRESH_MS
-    title: str = "Market Spread metrics"
+    title: str = components.PRODUCT
     alerts_file: Path | None = None       # default: alerts.rules_path (<state>/alerts/rules.json)
     auth: AuthConfig = field(default_factory=AuthConfig.from_env)     # MS_UI_TOKEN / MS_UI_USER+PASSWORD
     bind_host: str | None = None          # the address served on: a Host name it answers to

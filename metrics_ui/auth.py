@@ -48,7 +48,7 @@ TOKEN_PARAM = "token"
 MIN_WIDE_TOKEN = 16                      # a token guarding a wide bind: not guessable in any login budget
 SESSION_KEY = "ms_ui_auth"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-REALM = "Market Spread metrics"
+REALM = "Spark streaming monitor"
 _TOKEN_IN_TEXT = re.compile(r"(token=)[^&\s\"']+", re.IGNORECASE)
 
 

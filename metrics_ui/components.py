@@ -26,6 +26,8 @@ from metrics_ui.plot import Figure
 from collector.query.ranges import (DEFAULT_RANGE, RANGE_CUSTOM, RANGE_RUN, RANGE_RUN_LABEL, RANGES, TimeRange,
                                     picker_time, resolve_range)
 
+#: What the product is, in the dashboard's title, its pages' titles and its login realm.
+PRODUCT = "Spark streaming monitor"
 EXTENSION = "metrics_ui"                 # key of the MetricsStore in the Flask app's extensions
 REFRESH_MS = 1000
 

@@ -32,7 +32,7 @@ from collector.influx import InfluxError
 from metrics_ui import alerts_banner as ab
 from metrics_ui import components as c
 
-dash.register_page(__name__, path="/alerts", title="Alerts · Market Spread metrics", name="Alerts")
+dash.register_page(__name__, path="/alerts", title=f"Alerts · {c.PRODUCT}", name="Alerts")
 
 ALERTS_TABLE = "alerts-table"
 ALERTS_EVALUATOR = "alerts-evaluator"

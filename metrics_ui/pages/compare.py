@@ -25,7 +25,7 @@ from metrics_ui import query_compare
 from collector.query.bench_runs import DEFAULT_THRESHOLD, BenchRun, BenchStore, compare_runs, group_by_label, parse_runs, parse_threshold
 from collector.query.compare_stats import IMPROVEMENT, NOT_ENOUGH, REGRESSION, Comparison
 
-dash.register_page(__name__, path="/compare", title="Compare runs · Market Spread metrics", name="Compare")
+dash.register_page(__name__, path="/compare", title=f"Compare runs · {c.PRODUCT}", name="Compare")
 
 COMPARE_PICKER = "compare-picker"
 MAX_COMPARED = 50                      # runs compared at once (each is a few queries)

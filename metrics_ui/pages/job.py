@@ -37,7 +37,7 @@ from collector.query.series import RunInfo
 from collector.units import NS
 from collector.query.resolution import bucket_s
 
-dash.register_page(__name__, path_template="/run/<run_id>", title="Run · Market Spread metrics", name="Run")
+dash.register_page(__name__, path_template="/run/<run_id>", title=f"Run · {c.PRODUCT}", name="Run")
 
 JOB_RUN = "job-run"
 JOB_RANGE = "job"                  # range picker prefix: job-range, job-from-date, ..., job-refresh

@@ -36,7 +36,7 @@ from collector.query.bench_runs import BenchStore
 from collector.query.run_groups import group_runs, short_id
 from collector.query.series import START_TO_END, RunInfo
 
-dash.register_page(__name__, path="/", title="Runs · Market Spread metrics", name="Runs")
+dash.register_page(__name__, path="/", title=f"Runs · {c.PRODUCT}", name="Runs")
 
 RUNS_TABLE = "runs-table"
 RUNS_BANNER = "runs-banner"

@@ -21,7 +21,7 @@ from metrics_ui.export import export_url
 from collector.query.ranges import RANGE_CUSTOM, check_name, check_worker
 from collector.query.resolution import bucket_s
 
-dash.register_page(__name__, path_template="/step/<run_id>/<step>", title="Step · Market Spread metrics",
+dash.register_page(__name__, path_template="/step/<run_id>/<step>", title=f"Step · {c.PRODUCT}",
                    name="Step")
 
 STEP_KEY = "step-key"

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from collector.bins import POWER_OF_TWO_BINS, WALLAROO_POW2_UI_BINS_NS, WALLAROO_UI_BINS_NS, WALLAROO_UI_LABELS, UiBin, power_of_two_bins, ui_bins
+from collector.bins import (LONG_BINS_NS, POWER_OF_TWO_BINS, WALLAROO_POW2_UI_BINS_NS, WALLAROO_UI_BINS_NS, WALLAROO_UI_LABELS,
+                            UiBin, power_of_two_bins, step_bins, ui_bins)
 from collector.histogram import BUCKET_HIGHEST_NS, HIGHEST_RECORDABLE_NS, LatencyHistogram, SparseCounts, bucket_indices, record_batch
 
 
@@ -82,3 +83,22 @@ def test_ui_bins_of_an_empty_histogram():
 def test_ui_bins_rejects_unsorted_edges():
     with pytest.raises(ValueError):
         ui_bins(LatencyHistogram(), (10, 5))
+
+
+def test_step_bins_keep_wallaroos_ranges_for_sub_second_data():
+    values = _values(3)
+    hist = LatencyHistogram.from_values(values[values < 900_000_000])
+    assert step_bins(hist) == ui_bins(hist)                       # Market Spread's latencies: its twelve ranges
+    assert [b.label for b in step_bins(LatencyHistogram())] == list(WALLAROO_UI_LABELS)
+
+
+def test_step_bins_reach_minutes_and_hours_for_spark_scale_latencies():
+    s = 1_000_000_000
+    hist = LatencyHistogram.from_values([200_000_000, 2 * s, 10 * s, 10 * s, 50 * s])
+    bins = step_bins(hist)
+    assert [b.label for b in bins][10:] == ["≤ 1 s", "≤ 4 s", "≤ 16 s", "≤ 1 min", "> 1 min"]
+    assert [b.count for b in bins][9:] == [1, 0, 1, 2, 1, 0] and sum(b.count for b in bins) == 5
+    long = step_bins(LatencyHistogram.from_values([90 * 60 * s, 20 * 60 * s, 2 * 3600 * s]))   # clamped at ~73 min
+    assert [b.label for b in long][-4:] == ["≤ 4 min", "≤ 16 min", "≤ 1 h", "> 1 h"]
+    assert [b.count for b in long][-3:] == [0, 1, 2]
+    assert LONG_BINS_NS[0] > WALLAROO_UI_BINS_NS[-1] and sorted(LONG_BINS_NS) == list(LONG_BINS_NS)
