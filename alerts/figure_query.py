@@ -24,7 +24,7 @@ from collector.units import NS
 from collector.vocabulary import (PHASE_STARTUP, SPARK_PROGRESS, TAG_APP, TAG_EXECUTOR, TAG_OPERATOR, TAG_PHASE,
                                   TAG_QUERY, TAG_RUN, TAG_SOURCE)
 
-from alerts.figures import EXECUTOR, FIGURES, LEVELS, influx_aggregate, level_of
+from alerts.figures import EXECUTOR, FIGURES, INCREASE, LEVELS, level_of
 from alerts.rules import Rule
 
 #: rule attribute -> tag, for the scope values a rule may name
@@ -32,12 +32,22 @@ _SCOPE_TAGS = (("job", TAG_RUN), ("query", TAG_QUERY), ("source", TAG_SOURCE), (
                ("app", TAG_APP), ("executor", TAG_EXECUTOR))
 
 
+def influx_aggregate(aggregate: str, field: str) -> str:
+    """Return the InfluxQL selector of `aggregate` over `field` (both checked: never user text)."""
+    quoted = '"' + field + '"'
+    if aggregate == INCREASE:
+        return f"spread({quoted})"
+    if aggregate.startswith("p"):
+        return f"percentile({quoted}, {float(aggregate[1:]):g})"
+    return f"{aggregate}({quoted})"
+
+
 def figure_query(rule: Rule, start_ns: int, end_ns: int) -> tuple[str, dict]:
     """Return the InfluxQL and its parameters that read `rule`'s figure over [start, end)."""
     cond = rule.condition
     figure = FIGURES[cond.metric]
     level = EXECUTOR if EXECUTOR in figure.fields else level_of(figure, rule.source, rule.operator)
-    measurement, tags = LEVELS[level]
+    measurement, tags = LEVELS[level][:2]
     clauses = ["time >= $start AND time < $end"]
     params = {"start": format_time(start_ns), "end": format_time(end_ns)}
     for attr, tag in _SCOPE_TAGS:

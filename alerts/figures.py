@@ -1,4 +1,4 @@
-"""The figures any monitored Spark streaming query reports, as alert conditions name them (pure).
+"""The catalogue's figures as generic alert conditions name them (pure).
 
 A generic condition is `[aggregate(]figure[)] op threshold` or `figure op figure`:
 
@@ -11,41 +11,29 @@ A generic condition is `[aggregate(]figure[)] op threshold` or `figure op figure
   batch compared batch by batch; the value is the share of the window's batches that meet
   it, and the rule breaches when that is more than half (`MOST`).
 
-Each figure says where it is written (docs/METRICS.md) at each level it has: the whole
-query (`spark_progress`), one source (`spark_source`), one stateful operator
-(`spark_state`), one executor (`spark_executor`), the application's executors as its
-driver sees them (`spark_executors`: `executors_lost`, `failed_tasks`, each its increase
-over the window, so `executors_lost > 0` fires while a loss is within the window);
-thresholds are in base units (ns, rows, rows/s, bytes, a share 0..1, a count), fields
-scaled to them on reading.
+The figures are the catalogue's (`collector.catalogue`: unit, origin, and where each is
+written at each level: the whole query, one source, one stateful operator, one executor,
+the application's executors as its driver sees them, where `executors_lost` and
+`failed_tasks` read as their increase over the window, so `executors_lost > 0` fires while
+a loss is within the window); this module is their alert view: thresholds in base units
+(ns, rows, rows/s, bytes, a share 0..1, a count), aggregates, and values as a message says them.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Mapping
 
 from collector.bins import format_ns
-from collector.vocabulary import (SPARK_EXECUTOR, SPARK_EXECUTORS, SPARK_PROGRESS, SPARK_SOURCE, SPARK_STATE, TAG_APP,
-                                  TAG_EXECUTOR, TAG_OPERATOR, TAG_QUERY, TAG_RUN, TAG_SOURCE)
+from collector.catalogue import (AGE, AGGREGATES, APPLICATION, BYTES, COUNT, DURATION, EXECUTOR, GENERIC, INCREASE,
+                                 LEVELS, OPERATOR, QUERY, RATE, ROWS, SHARE, SOURCE, Figure)
+from collector.catalogue import FIGURES as CATALOGUE
 
-DURATION, RATE, ROWS, BYTES, SHARE, COUNT = "duration", "rate", "rows", "bytes", "share", "count"
-QUERY, SOURCE, OPERATOR, EXECUTOR, APPLICATION = "query", "source", "operator", "executor", "application"
+__all__ = ["AGE", "AGGREGATES", "APPLICATION", "BYTES", "COUNT", "DURATION", "EXECUTOR", "FIGURES", "FIGURE_NAMES",
+           "INCREASE", "LEVELS", "MOST", "OPERATOR", "QUERY", "RATE", "ROWS", "SHARE", "SOURCE", "Figure",
+           "check_aggregate", "format_value", "level_of", "parse_threshold"]
+
 MOST = 0.5                      # a figure-to-figure rule breaches in more than half of the batches
-AGGREGATES = ("mean", "max", "min", "last", "sum")
-INCREASE = "increase"           # a cumulative counter's growth over the window (InfluxQL spread)
-AGE = "age"                     # time since the newest point, read at evaluation (alerts.run_query)
 
-#: level -> (measurement, tags that identify one series of it)
-LEVELS: Mapping[str, tuple[str, tuple[str, ...]]] = {
-    QUERY: (SPARK_PROGRESS, (TAG_RUN, TAG_QUERY)),
-    SOURCE: (SPARK_SOURCE, (TAG_RUN, TAG_QUERY, TAG_SOURCE)),
-    OPERATOR: (SPARK_STATE, (TAG_RUN, TAG_QUERY, TAG_OPERATOR)),
-    EXECUTOR: (SPARK_EXECUTOR, (TAG_APP, TAG_EXECUTOR)),
-    APPLICATION: (SPARK_EXECUTORS, (TAG_RUN, TAG_APP)),
-}
-
-_MS = 1e6                       # a field in ms, in ns
 _UNITS: Mapping[str, Mapping[str, float]] = {
     DURATION: {"ns": 1.0, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9, "min": 60e9, "h": 3600e9},
     ROWS: {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9},
@@ -59,56 +47,8 @@ _UNIT_HELP = {DURATION: "a duration unit: ns, us, ms, s, min or h (e.g. 30s)",
               SHARE: "a share: 0..1 or 0..100%",
               COUNT: "a count, with k or M (e.g. 0 or 10)"}
 
-
-@dataclass(frozen=True)
-class Figure:
-    """One generic figure: its unit and, per level, the field (with its scale to base units)."""
-    name: str
-    unit: str
-    fields: Mapping[str, tuple[str, float]]       # level -> (field, scale to base units)
-    aggregate: str = "mean"
-    about: str = ""
-    steady: bool = False            # read without each run's start-up batch (planning, a cold JVM)
-
-    @property
-    def levels(self) -> tuple[str, ...]:
-        """Return the levels this figure is written at, the default first."""
-        return tuple(self.fields)
-
-
-FIGURES: Mapping[str, Figure] = {f.name: f for f in (
-    Figure("batch_duration", DURATION, {QUERY: ("batch_ms", _MS)}, about="a micro-batch's duration", steady=True),
-    Figure("batch_age", DURATION, {QUERY: ("batch_ms", _MS)}, AGE,
-           about="time since the query's last batch ended (or its run started), growing while the query "
-                 "is dead, stuck or starved; none once its run finished or was stopped"),
-    Figure("trigger", DURATION, {QUERY: ("trigger_ms", _MS)}, about="the query's trigger interval"),
-    Figure("overrun_share", SHARE, {QUERY: ("overran", 1.0)}, about="share of batches longer than the trigger",
-           steady=True),
-    Figure("input_rate", RATE, {QUERY: ("input_rows_per_s", 1.0), SOURCE: ("input_rows_per_s", 1.0)},
-           about="rows/s arriving (Spark's inputRowsPerSecond)"),
-    Figure("processing_rate", RATE, {QUERY: ("processed_rows_per_s", 1.0), SOURCE: ("processed_rows_per_s", 1.0)},
-           about="rows/s processed (Spark's processedRowsPerSecond)", steady=True),
-    Figure("input_rows", ROWS, {QUERY: ("input_rows", 1.0), SOURCE: ("input_rows", 1.0)}, "sum",
-           about="rows read"),
-    Figure("rows_behind", ROWS, {QUERY: ("rows_behind", 1.0), SOURCE: ("rows_behind", 1.0)},
-           about="rows the sources are behind their latest offsets"),
-    Figure("files_behind", ROWS, {SOURCE: ("files_behind", 1.0)}, about="files a file source has not read"),
-    Figure("watermark_delay", DURATION, {QUERY: ("watermark_delay_ms", _MS)},
-           about="trigger start minus the watermark"),
-    Figure("late_rows", ROWS, {QUERY: ("late_rows", 1.0), OPERATOR: ("late_rows", 1.0)}, "sum",
-           about="rows dropped by the watermark"),
-    Figure("state_rows", ROWS, {QUERY: ("state_rows", 1.0), OPERATOR: ("rows_total", 1.0)},
-           about="rows held in state"),
-    Figure("state_memory", BYTES, {QUERY: ("state_memory_bytes", 1.0), OPERATOR: ("memory_bytes", 1.0)},
-           about="memory of the state stores"),
-    Figure("heap_used", BYTES, {EXECUTOR: ("heap_used_bytes", 1.0)}, about="an executor's JVM heap in use"),
-    Figure("gc_time", DURATION, {EXECUTOR: ("gc_time_ms", _MS)}, INCREASE,
-           about="an executor's JVM garbage-collection time within the window"),
-    Figure("executors_lost", COUNT, {APPLICATION: ("lost", 1.0)}, INCREASE,
-           about="executors the application lost within the window (a worker gone, an executor killed)"),
-    Figure("failed_tasks", COUNT, {APPLICATION: ("failed_tasks", 1.0)}, INCREASE,
-           about="task attempts that failed within the window (Spark ran them again)"),
-)}
+#: The figures a generic condition names: the catalogue's, in its order.
+FIGURES: Mapping[str, Figure] = {name: f for name, f in CATALOGUE.items() if f.condition == GENERIC}
 FIGURE_NAMES = ", ".join(FIGURES)
 
 _PERCENTILE = re.compile(r"^p(\d{2}(?:\.\d{1,2})?)$")
@@ -127,16 +67,6 @@ def check_aggregate(name: str, figure: Figure) -> str:
     if name in AGGREGATES:
         return name
     raise ValueError(f"aggregate {name!r} is unknown: use {', '.join(AGGREGATES)} or p50..p99.99")
-
-
-def influx_aggregate(aggregate: str, field: str) -> str:
-    """Return the InfluxQL selector of `aggregate` over `field` (both checked: never user text)."""
-    quoted = '"' + field + '"'
-    if aggregate == INCREASE:
-        return f"spread({quoted})"
-    if aggregate.startswith("p"):
-        return f"percentile({quoted}, {float(aggregate[1:]):g})"
-    return f"{aggregate}({quoted})"
 
 
 def parse_threshold(figure: Figure, num: float, unit: str) -> float:

@@ -30,7 +30,7 @@ NEW_JOB_FLAG = "--new-job"
 NEW_JOB_HINT = f"for a job that has not run yet, add {NEW_JOB_FLAG}"
 #: where a rule's `job` selects points: a job is known when one of these has its run tag
 JOB_MEASUREMENTS = tuple(dict.fromkeys((LATENCY, BACKPRESSURE_MEASUREMENT, RUNS)
-                                       + tuple(m for m, tags in LEVELS.values() if TAG_RUN in tags)))
+                                       + tuple(m for m, tags, _ in LEVELS.values() if TAG_RUN in tags)))
 #: scope tag -> the rule's attribute holding its value
 _TAG_ATTRS = {TAG_RUN: "job", TAG_QUERY: "query", TAG_SOURCE: "source", TAG_OPERATOR: "operator",
               TAG_APP: "app", TAG_EXECUTOR: "executor", TAG_STEP: "step"}
@@ -85,7 +85,7 @@ def needs(rule: Rule) -> tuple[Need, ...]:
         return ()                   # a run's status and its batch age: a run started is all they read
     figure = FIGURES[rule.condition.metric]
     level = EXECUTOR if EXECUTOR in figure.fields else level_of(figure, rule.source, rule.operator)
-    measurement, keys = LEVELS[level]
+    measurement, keys = LEVELS[level][:2]
     names = (figure.name,) if rule.condition.against is None else (figure.name, rule.condition.against)
     return tuple(Need(measurement, FIGURES[n].fields[level][0], _tags(rule, keys), n) for n in names)
 
