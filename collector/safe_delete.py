@@ -2,14 +2,19 @@
 
 A symlink planted where a batch folder, a segment or a spool file belongs would otherwise
 lead a deletion to files outside the state folder; here a link is always removed as a
-link, and a folder reached through a link is not entered. Every delete of the product's
-managed folders (retention, the task-sample and metrics spools) goes through here.
+link, and a folder reached through a link is not entered. Every delete the product makes
+(retention, the spools, snapshots, temp and run folders) goes through here: a test holds it.
 """
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
+
+
+class LinkOnPath(OSError):
+    """A deletion refused: a symbolic link lies between the managed folder and the path."""
 
 
 def remove_tree(path: str | os.PathLike) -> int:
@@ -31,6 +36,37 @@ def remove_tree(path: str | os.PathLike) -> int:
     else:
         os.unlink(path)                      # a link goes as a link: its target stays
     return freed
+
+
+def try_remove_tree(path: str | os.PathLike) -> OSError | None:
+    """`remove_tree` for clean-ups that must not raise: return the error (the caller says it), or None."""
+    try:
+        remove_tree(path)
+    except OSError as e:
+        return e
+    return None
+
+
+def remove_in(root: str | os.PathLike, path: str | os.PathLike) -> int:
+    """Remove `path` (a file, a link as a link, or a tree) inside the managed folder `root`; return the bytes freed.
+
+    Raises `LinkOnPath` (an OSError) when a link lies between `root` and `path`'s folder:
+    a folder someone replaced by a link leads outside, and nothing there is ours.
+    """
+    path = Path(path)
+    if not link_free(root, path.parent):
+        raise LinkOnPath(errno.ELOOP, f"a link lies between {root} and it: not deleted", str(path))
+    return remove_tree(path)
+
+
+def remove_file_in(root: str | os.PathLike, path: str | os.PathLike) -> int:
+    """Remove one file (or link) inside `root` as `remove_in` does; return its size in bytes (0 if gone)."""
+    try:
+        size = os.lstat(path).st_size
+    except FileNotFoundError:
+        return 0
+    remove_in(root, path)
+    return size
 
 
 def link_free(root: str | os.PathLike, path: str | os.PathLike) -> bool:

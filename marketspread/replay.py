@@ -18,6 +18,7 @@ import numpy as np
 
 from collector.influx import InfluxConfig
 from collector.names import check_name
+from collector.safe_delete import try_remove_tree
 from collector.settings import env_is_set
 
 from engine.config import Config
@@ -209,7 +210,8 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         shutil.copyfile(rcfg.deadletter_path, Path(str(out) + ".deadletter.jsonl"))
         log.warning("replay %s: %d bad frames set aside in %s.deadletter.jsonl", run_id, st.bad_total, out)
     if not keep:
-        shutil.rmtree(run_dir, ignore_errors=True)
+        if e := try_remove_tree(run_dir):
+            log.warning("replay %s: could not remove %s: %s", run_id, run_dir, e)
     moments = ReplayMoments(start_wall, session_built, query_started, ingest_start, ingested, consumed, time.time())
     report = ReplayReport(run_id, st.accepted_total, st.bad_total, n, time.monotonic() - t0, Path(out),
                           writer.stats() if writer is not None else None,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import threading
 import time
@@ -23,13 +22,14 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from collector.safe_delete import remove_tree
 from engine.config import Config
 from engine.formats.log import read_consumed, read_head
 from engine.ingress.stats import read_stats
 from engine.formats.batch import read_batch, read_committed
 from engine.tools.generate import generate
 from perf.exactness import ExactnessFigures, check_exactness
-from perf.fleet import Fleet, Proc, check_alive, log_tail, signals_ignored, wait_until
+from perf.fleet import Fleet, Proc, check_alive, log_tail, remove_quietly, signals_ignored, wait_until
 from perf.sysinfo import SessionSampler
 
 DATA_MESSAGES = 1_000_000          # per generated file; senders loop over them
@@ -381,8 +381,7 @@ def run_mode(cfg: BenchConfig, files: dict[str, Path], run_dir: Path, *, extra_a
 def record_mode(cfg: BenchConfig, files: dict[str, Path], run_dir: Path, *, extra_args: Sequence[str] = (),
                 env: Mapping[str, str] | None = None) -> RecordedRun:
     """`run_mode` up to its figures: the run measured and its processes stopped, its files kept."""
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
+    remove_tree(run_dir)
     (run_dir / "logs").mkdir(parents=True)
     fleet = Fleet(run_dir / "logs", cwd=run_dir, env=env)
     log_dir = run_dir / "ingress"
@@ -490,8 +489,8 @@ def cleanup(state_dir: Path, temp: bool, keep: bool) -> None:
     if keep:
         print(f"e2e: state kept in {state_dir}", file=sys.stderr)
     elif temp:
-        shutil.rmtree(state_dir, ignore_errors=True)
+        remove_quietly(state_dir)
     else:
         for run_dir in state_dir.glob("run-*"):
-            shutil.rmtree(run_dir, ignore_errors=True)
+            remove_quietly(run_dir)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from collector.safe_delete import try_remove_tree
 from collector.settings import child_environment
 
 STOP_GRACE = 10.0                  # seconds between SIGTERM and SIGKILL of a session
@@ -158,3 +159,9 @@ def wait_until(predicate, timeout: float, what: str, watch: list[Proc], interval
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(interval)
+
+
+def remove_quietly(path: Path) -> None:
+    """Remove a run's folder link-safely; say so if it cannot be."""
+    if e := try_remove_tree(path):
+        print(f"bench: could not remove {path}: {e}", file=sys.stderr)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import logging
 import re
-import shutil
 import signal
 import sys
 import time
@@ -35,7 +34,7 @@ from engine.ingress.stats import read_stats
 from engine.output.metrics_shipper import run_id_for
 from engine.tools.receiver import Receiver
 from perf.e2e import ensure_input
-from perf.fleet import Fleet, Proc, check_alive, log_tail, signals_ignored, wait_until
+from perf.fleet import Fleet, Proc, check_alive, log_tail, remove_quietly, signals_ignored, wait_until
 from perf.record import ProgressSample, RunRecord, StepLatency, write_record
 from perf.sysinfo import SessionSampler, git_info, machine_info
 
@@ -221,12 +220,12 @@ def run_bench(spec: BenchSpec, cfg: Config, influx: InfluxConfig, own_server: bo
         raise
     except BaseException:                  # interrupted: nothing worth keeping
         if not spec.keep:
-            shutil.rmtree(run_dir, ignore_errors=True)
+            remove_quietly(run_dir)
         raise
     finally:
         influx.close()
     if not spec.keep:
-        shutil.rmtree(run_dir, ignore_errors=True)
+        remove_quietly(run_dir)
     return rec, path
 
 

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from collector.safe_delete import remove_file_in, remove_in
+
 RECORD_BYTES = 64
 PAYLOAD_OFFSET = 8
 DEFAULT_SEGMENT_RECORDS = 1 << 20      # 64 MiB per segment
@@ -207,7 +209,7 @@ class LogWriter:
         for p in self.dir.iterdir():
             m = _SEG_RE.match(p.name)
             if m and int(m.group(1)) > first:
-                p.unlink(missing_ok=True)
+                remove_in(self.dir, p)
         path = self.dir / _seg_name(first)
         if path.exists():
             os.truncate(path, (self.head - first) * RECORD_BYTES)
@@ -313,14 +315,4 @@ def delete_segments(log_dir: str | os.PathLike, firsts: list[int]) -> int:
     Oldest first, so the log on disk always stays one contiguous range; a reader of a
     deleted range gets FileNotFoundError naming the segment.
     """
-    return sum(unlink_size(Path(log_dir) / _seg_name(first)) for first in sorted(firsts))
-
-
-def unlink_size(path: Path) -> int:
-    """Delete a file (a link as a link, never its target); return the bytes it held (0 if gone already)."""
-    try:
-        size = path.lstat().st_size
-        path.unlink()
-    except FileNotFoundError:
-        return 0
-    return size
+    return sum(remove_file_in(log_dir, Path(log_dir) / _seg_name(first)) for first in sorted(firsts))

@@ -40,16 +40,17 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 import time
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
+from collector.safe_delete import link_free, remove_file_in, remove_in
+
 from engine.storage.diskspace import is_shared_fs
 from engine.formats.log import (RECORD_BYTES, LogReader, LogWriter, first_retained, read_u64, segment_firsts,
-                                unlink_size, write_u64)
+                                write_u64)
 from engine.formats.records import record_symbols, shard_of
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,10 @@ def split_records(first: int, rec: np.ndarray, n_shards: int) -> list[np.ndarray
 def remove_shard_files(log_dir: str | os.PathLike) -> None:
     """Remove every shard file of a log (all shard counts, all generations)."""
     for path in _shard_dirs(log_dir):
-        shutil.rmtree(path, ignore_errors=True)
+        try:
+            remove_in(log_dir, path)                # a linked shard folder goes as a link
+        except OSError as e:
+            log.warning("could not remove shard files %s: %s", path, e)
 
 
 def _shard_dirs(log_dir: str | os.PathLike) -> list[Path]:
@@ -346,8 +350,10 @@ def delete_shard_segments(log_dir: str | os.PathLike, below: int) -> int:
             if span <= 0:
                 continue
             for shard_dir in (gen / str(s) for s in range(n_shards)):
+                if not link_free(log_dir, shard_dir):
+                    continue                        # a link on the way leads outside: nothing there is ours
                 for first in segment_firsts(shard_dir):
                     if first + span > below:
                         break
-                    freed += unlink_size(shard_dir / _seg_name(first))
+                    freed += remove_file_in(log_dir, shard_dir / _seg_name(first))
     return freed

@@ -17,6 +17,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from collector.safe_delete import remove_in
+
 from engine.spark import jvm_jar
 from engine.spark.jdk import ARCHIVE_DIR, java_tool
 _PREFIX = "spark-driver-"
@@ -65,15 +67,15 @@ def dump(spark, folder: Path = ARCHIVE_DIR, class_log: Path | None = None) -> Pa
     path = archive_path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
+    remove_in(folder, tmp)
     pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     r = subprocess.run([jcmd, str(pid), "VM.cds", "dynamic_dump", str(tmp)],
                        capture_output=True, text=True, timeout=300)
     if r.returncode != 0 or not tmp.is_file():
-        tmp.unlink(missing_ok=True)
+        remove_in(folder, tmp)
         raise RuntimeError(f"jcmd could not dump the JVM's classes: {(r.stdout + r.stderr).strip()[-500:]}")
     tmp.replace(path)
     for old in folder.glob(f"{_PREFIX}*.jsa*"):
         if old != path:
-            old.unlink(missing_ok=True)
+            remove_in(folder, old)
     return path

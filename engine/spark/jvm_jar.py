@@ -20,6 +20,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from collector.safe_delete import remove_in
+
 from engine.spark.jdk import ARCHIVE_DIR, java_tool
 
 SOURCE_DIR = Path(__file__).resolve().parent / "java"
@@ -81,7 +83,7 @@ def build(folder: Path = ARCHIVE_DIR) -> Path:
     for prefix in (_PREFIX, *_OLD_PREFIXES):
         for old in folder.glob(f"{prefix}*.jar*"):
             if old != path:
-                old.unlink(missing_ok=True)
+                remove_in(folder, old)
     return path
 
 

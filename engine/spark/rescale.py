@@ -28,13 +28,14 @@ from typing import Callable, Iterable, NamedTuple
 
 import numpy as np
 
+from collector.safe_delete import remove_in, remove_tree
+
 from engine.config import Config
 from engine.formats.batch import BATCHES, batch_dir, fsync_dir
 from engine.formats.records import shard_of
 from engine.rule import ShardState
 from engine.spark import shard_state
 from engine.spark.checkpoint import SHARDS_FILE, check_shards, committed_batches, recorded_shards, state_shards
-from engine.storage.safe_delete import remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ def _run(cfg: Config, j: _Journal, pause: Callable[[str], None] | None) -> Resca
         nxt.rename(cur)                           # cut short between the two renames: the second
         fsync_dir(cur.parent)
     remove_tree(prev)
-    (cfg.checkpoint_dir / JOURNAL).unlink(missing_ok=True)
+    remove_in(cfg.checkpoint_dir, cfg.checkpoint_dir / JOURNAL)
     fsync_dir(cfg.checkpoint_dir)
     size = shard_state.state_size(cur)
     r = Rescale(j.from_shards, j.to_shards, j.batch, size[0] if size else 0, time.monotonic() - t0,

@@ -4,11 +4,11 @@ from __future__ import annotations
 import atexit
 import os
 import re
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 
+from collector.safe_delete import try_remove_tree
 from collector.settings import spark_local_ip
 from engine.config import Config
 from engine.spark import jvm_archive, jvm_jar, local_fs
@@ -145,7 +145,7 @@ def _private_dir(parent: Path, prefix: str) -> str:
     """A fresh 0700 folder `<prefix><pid>-<start>-*` under `parent`, removed when this process exits."""
     parent.mkdir(parents=True, exist_ok=True)
     path = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-{_proc_start(os.getpid())}-", dir=parent)
-    atexit.register(shutil.rmtree, path, True)
+    atexit.register(try_remove_tree, path)
     return path
 
 
@@ -162,6 +162,6 @@ def remove_dead_temp(parent: Path, prefix: str) -> list[Path]:
             continue
         if _proc_start(int(m.group(1))) == m.group(2):
             continue                                 # still running
-        shutil.rmtree(e.path, ignore_errors=True)
-        removed.append(Path(e.path))
+        if try_remove_tree(e.path) is None:          # else the next start retries
+            removed.append(Path(e.path))
     return removed

@@ -16,6 +16,8 @@ import struct
 import time
 from pathlib import Path
 
+from collector.safe_delete import LinkOnPath, link_free, remove_in
+
 from engine.rule import ShardState
 from engine.formats.batch import fsync_dir
 
@@ -108,7 +110,10 @@ def save(folder: str, shard: int, batch: int, state: ShardState, retain: int) ->
     if first:
         sweep(folder, shard, batch, retain)
     elif batch >= retain:
-        _path(folder, shard, batch - retain).unlink(missing_ok=True)
+        try:
+            remove_in(folder, _path(folder, shard, batch - retain))
+        except LinkOnPath:
+            pass                         # a linked shard folder: never delete through it, never fail the batch
 
 
 def write_snapshot(folder: str | os.PathLike, shard: int, batch: int, state: ShardState) -> None:
@@ -129,7 +134,10 @@ def write_snapshot(folder: str | os.PathLike, shard: int, batch: int, state: Sha
             os.fsync(f.fileno())
         tmp.replace(path)
     except BaseException:                # a full disk: no temp file left for nobody to remove
-        tmp.unlink(missing_ok=True)
+        try:
+            remove_in(folder, tmp)
+        except OSError:
+            pass
         raise
     fsync_dir(path.parent)
 
@@ -137,6 +145,8 @@ def write_snapshot(folder: str | os.PathLike, shard: int, batch: int, state: Sha
 def sweep(folder: str, shard: int, batch: int, retain: int) -> int:
     """Remove snapshots more than `retain` batches older than `batch` and stray temp files; return how many."""
     removed = 0
+    if not link_free(folder, Path(folder) / str(shard)):
+        return 0                         # a linked shard folder leads outside: nothing there is ours
     try:
         entries = list(os.scandir(Path(folder) / str(shard)))
     except FileNotFoundError:
@@ -144,11 +154,11 @@ def sweep(folder: str, shard: int, batch: int, retain: int) -> int:
     for e in entries:
         name = e.name
         # A temp file of a process that died mid-write (a minute old: not a live writer's).
-        stale = name.startswith(".") and name.endswith(".tmp") and e.stat().st_mtime < time.time() - 60
+        stale = name.startswith(".") and name.endswith(".tmp") and e.stat(follow_symlinks=False).st_mtime < time.time() - 60
         if name.endswith(".state") and name[:-6].isdigit():
             stale = int(name[:-6]) <= batch - retain
         if stale:
-            Path(e.path).unlink(missing_ok=True)
+            remove_in(folder, e.path)
             removed += 1
     return removed
 

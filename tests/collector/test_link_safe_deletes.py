@@ -10,9 +10,14 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from collector import task_spool
 from collector.influx.spool import Spool
-from collector.safe_delete import remove_tree
+from collector.safe_delete import LinkOnPath, remove_file_in, remove_in, remove_tree
+from engine.formats.log import LogWriter, write_u64
+from engine.formats.shard_files import delete_shard_segments, remove_shard_files
 
 
 def _outside(tmp_path: Path) -> tuple[Path, Path]:
@@ -96,3 +101,97 @@ def test_remove_tree_removes_links_as_links(tmp_path):
     remove_tree(tree)
     assert not tree.exists()
     _intact(folder, lone)
+
+
+def test_remove_in_refuses_a_path_behind_a_linked_folder(tmp_path):
+    folder, lone = _outside(tmp_path)
+    root = tmp_path / "state"
+    root.mkdir()
+    (root / "sub").symlink_to(folder)
+    with pytest.raises(LinkOnPath):
+        remove_in(root, root / "sub" / "precious.txt")
+    with pytest.raises(LinkOnPath):
+        remove_file_in(root, root / "sub" / "0")
+    assert remove_in(root, root / "sub") == 0 or not (root / "sub").exists()   # the link itself goes
+    assert not (root / "sub").is_symlink()
+    _intact(folder, lone)
+
+
+def _segment_folder(folder: Path) -> None:
+    """Files named as the ingress log's and shard files' segments, in a folder outside."""
+    for first in (0, 100):
+        (folder / f"seg-{first:020d}.log").write_text("keep me")
+
+
+def _segments_intact(folder: Path) -> None:
+    assert all((folder / f"seg-{first:020d}.log").read_text() == "keep me" for first in (0, 100))
+
+
+def test_shard_files_removal_and_retention_keep_link_targets(tmp_path):
+    folder, lone = _outside(tmp_path)
+    _segment_folder(folder)
+    log_dir = tmp_path / "state" / "ingress"
+    log_dir.mkdir(parents=True)
+    # a linked shards folder, a linked generation, a linked shard folder
+    (log_dir / "shards-2").symlink_to(folder)
+    gen = log_dir / "shards-3" / f"{1:020d}"
+    gen.mkdir(parents=True)
+    write_u64(gen / "span", 100)
+    (gen / "0").symlink_to(folder)
+    (log_dir / "shards-4").mkdir()
+    (log_dir / "shards-4" / f"{2:020d}").symlink_to(folder)
+    write_u64(folder / "span", 100)
+    delete_shard_segments(log_dir, 10_000)
+    _segments_intact(folder)
+    remove_shard_files(log_dir)
+    assert not any(log_dir.iterdir())
+    _segments_intact(folder)
+    _intact(folder, lone)
+
+
+def test_log_rollback_removes_a_linked_segment_as_a_link(tmp_path):
+    folder, lone = _outside(tmp_path)
+    log_dir = tmp_path / "state" / "ingress"
+    w = LogWriter(log_dir, segment_records=100, fsync=False)
+    w.append(np.zeros((50, 56), np.uint8), 1)
+    w.commit()
+    (log_dir / f"seg-{100:020d}.log").symlink_to(lone)          # a segment past the head
+    w.rollback()
+    w.close()
+    assert not (log_dir / f"seg-{100:020d}.log").exists()
+    _intact(folder, lone)
+
+
+def test_shard_state_sweep_and_save_never_delete_through_a_linked_shard_folder(tmp_path):
+    from engine.rule import ShardState
+    from engine.spark import shard_state
+    folder, lone = _outside(tmp_path)
+    for b in (1, 2, 3):
+        (folder / f"{b}.state").write_text("keep me")
+    state = tmp_path / "state" / "shard-state"
+    state.mkdir(parents=True)
+    (state / "5").symlink_to(folder)
+    assert shard_state.sweep(str(state), 5, 100, 2) == 0
+    (state / "6").mkdir()
+    (state / "6" / "1.state").symlink_to(lone)                  # a snapshot that is a link
+    assert shard_state.sweep(str(state), 6, 100, 2) == 1
+    assert not (state / "6" / "1.state").is_symlink()
+    shard_state._CACHE.pop((str(state), 5), None)
+    shard_state.save(str(state), 5, 4, ShardState.empty(), 2)   # writes through the link; deletes nothing there
+    shard_state.save(str(state), 5, 5, ShardState.empty(), 2)
+    assert all((folder / f"{b}.state").read_text() == "keep me" for b in (1, 2, 3))
+    _intact(folder, lone)
+
+
+def test_dead_temp_folders_that_are_links_keep_their_targets(tmp_path):
+    from engine.spark.session import remove_dead_temp
+    folder, lone = _outside(tmp_path)
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "tmp" / "ms-999999-1-abc").symlink_to(folder)   # a dead pid's name, a link
+    dead = tmp_path / "tmp" / "ms-999998-1-def"
+    dead.mkdir()
+    (dead / "escape").symlink_to(folder)                        # a link inside a dead folder
+    removed = remove_dead_temp(tmp_path / "tmp", "ms-")
+    assert removed == [dead] and not dead.exists()
+    _intact(folder, lone)
+
