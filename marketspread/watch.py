@@ -109,20 +109,19 @@ LOCAL_IP = "SPARK_LOCAL_IP"
 
 
 def loopback_conf(options: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
-    """Return what binds a local-master session to loopback with kill links off; {} on a cluster.
+    """Return what turns Spark UI's kill links off and binds a local-master session to loopback.
 
     The driver's RPC and block manager bind to `spark.driver.bindAddress`; Spark's UI binds
     to `SPARK_LOCAL_IP`, else all addresses. Only what the user left unset is set: their
     own builder options, `SPARK_LOCAL_IP` and `--master` in `PYSPARK_SUBMIT_ARGS` win. With
-    a cluster master the driver binds where the user's configuration says executors reach it.
+    a cluster master the driver binds where the user's configuration says executors reach
+    it; the kill links are off there too.
     """
     submit = environ.get("PYSPARK_SUBMIT_ARGS", "").split()
     master = options.get("spark.master") or next(
         (b for a, b in zip(submit, submit[1:]) if a == "--master"), "local[*]")
-    if not master.startswith("local"):
-        return {}
     conf = {"spark.ui.killEnabled": "false"}
-    if not environ.get(LOCAL_IP) and not {"spark.driver.bindAddress", "spark.driver.host"} & set(options):
+    if master.startswith("local") and not environ.get(LOCAL_IP) and not {"spark.driver.bindAddress", "spark.driver.host"} & set(options):
         conf.update({"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1",
                      LOCAL_IP: "127.0.0.1"})
     return {k: v for k, v in conf.items() if k not in options}

@@ -17,6 +17,7 @@ ingress must listen on their LAN address, not on loopback.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -130,7 +131,7 @@ def _log_has(proc: Proc, text: str, count: int = 1) -> bool:
 
 def test_cluster_doc_on_hosts_with_their_own_addresses(lan, fleet, tmp_path):
     blocks = doc_blocks(DOC.read_text())
-    assert set(blocks) == {"all", "master", "worker", "ingress", "driver", "senders"}, sorted(blocks)
+    assert set(blocks) == {"all", "master", "worker", "ingress", "driver", "senders", "watch"}, sorted(blocks)
     state = tmp_path / "state"                      # the "shared mount": one folder every namespace sees
     addr = {name: h.address for name, h in lan.hosts.items()}
     exports = {"MASTER_HOST": addr["master"], "DRIVER_HOST": addr["driver"], "INGRESS_HOST": addr["ingress"],
@@ -179,3 +180,63 @@ def test_cluster_doc_on_hosts_with_their_own_addresses(lan, fleet, tmp_path):
           f"from the first send")
     assert ex.exact, ex
     assert ex.expected > 1000
+
+
+_FIGURES = """
+import json
+from collector.influx import InfluxClient, InfluxConfig
+c = InfluxClient(InfluxConfig.from_env())
+heap = {s.tags["executor"]: [v[1] for v in s.values]
+        for s in c.query('SELECT "heap_used_bytes" FROM "spark_executor" GROUP BY "executor"')}
+runs = [v[1] for s in c.query('SELECT "status" FROM "runs"') for v in s.values]
+print(json.dumps({"heap": heap, "runs": runs}))
+"""
+
+
+def test_watch_on_a_cluster_master_relays_the_executors_figures_and_no_one_elses(lan, fleet, tmp_path):
+    """docs/CLUSTER.md section 7: a user's script under `watch` on the cluster, a hostile line from another host."""
+    blocks = doc_blocks(DOC.read_text())
+    state = tmp_path / "state"
+    addr = {name: h.address for name, h in lan.hosts.items()}
+    exports = {"MASTER_HOST": addr["master"], "DRIVER_HOST": addr["driver"], "INGRESS_HOST": addr["ingress"],
+               "MS_HOME": str(ROOT), "MS_STATE_DIR": str(state)}
+    hosts = Hosts(lan, fleet, exports, tmp_path)
+    master = hosts.start("master", blocks["master"], "master")
+    wait_until(lambda: _log_has(master, "I have been elected leader"), 90, "the master", [master])
+    worker = hosts.start("worker1", blocks["worker"], "worker1", WORKER_HOST=addr["worker1"])
+    wait_until(lambda: _log_has(master, "Registering worker"), 90, "the worker to register", [master, worker])
+    script = blocks["watch"].replace("--duration 30", "--duration 40")
+    watch = hosts.start("driver", script, "watch", MS_METRICS="true")
+    try:
+        wait_until(lambda: _log_has(master, "Registered app"), 120,
+                   "the watched application to register", [watch, master, worker])
+        relay = []
+
+        def relay_listening() -> bool:
+            relay[:] = [port for pid in session_members(watch.popen.pid) if _comm(pid) == "marketspread"
+                        for a, port in listening_sockets(pid) if a.removeprefix("::ffff:") == addr["driver"]]
+            return bool(relay)
+        wait_until(relay_listening, 60, "the relay to listen on the driver's address", [watch])
+        drivers = [(a.removeprefix("::ffff:"), port) for pid in session_members(watch.popen.pid)
+                   for a, port in listening_sockets(pid)]
+        assert not any(a.startswith("127.") or a in ("0.0.0.0", "::") for a, port in drivers if port in relay)
+        # a sender on another host that knows the format but not the session's secret prefix
+        now = int(time.time())
+        fake = "".join(f"{p}.app-1.phantom.jvm.heap.used 999 {now}\\n" for p in ("spark", "sparkmon", "ms"))
+        for port in relay:
+            r = hosts.run("senders", f"printf '{fake}' > /dev/tcp/{addr['driver']}/{port} || true", tmp_path, 30)
+            assert r.returncode == 0, r.stderr
+        watch.popen.wait(timeout=240)
+        assert watch.popen.returncode == 0, log_tail(watch.log_path)
+        assert "beyond loopback" in watch.log_path.read_text(errors="replace")      # the wide bind, said once
+        (tmp_path / "figures.py").write_text(_FIGURES)
+        r = hosts.run("driver", f". {ROOT}/.venv/bin/activate && python {tmp_path / 'figures.py'}", ROOT, 60)
+        assert r.returncode == 0, r.stderr[-3000:]
+        figures = json.loads(r.stdout.strip().splitlines()[-1])
+    finally:
+        hosts.run("driver", f". {ROOT}/.venv/bin/activate && marketspread influxdb stop", ROOT, 60)
+    executors = set(figures["heap"])
+    assert "driver" in executors and executors - {"driver"}, executors      # the worker's executor reported
+    assert "phantom" not in executors
+    assert all(v != 999 for vs in figures["heap"].values() for v in vs)
+    assert figures["runs"] and set(figures["runs"]) <= {"stopped", "finished"}, figures["runs"]
