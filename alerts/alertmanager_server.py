@@ -36,8 +36,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from collector.influx.logpump import spawn_logged
-from collector.influx.server import free_port
+from collector.logpump import spawn_logged
+from collector.ports import free_port
 from collector.settings import default_state_dir
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from collector.influx import InfluxClient, InfluxConfig, InfluxError, InfluxWriter
+from collector.metrics.backend import MetricsError
 from collector.names import check_name
 
 from alerts.evaluate import NODATA_POLICIES
@@ -32,6 +32,7 @@ from alerts.scope_names import check_rules
 from alerts.settings import AlertSettings
 from alerts.store import RuleStore, read_rules_file
 from alerts.webhook_target import check_webhook_target
+from alerts.wiring import backend_config, close_reader, describe, open_reader, open_writer
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ def _add_new_job(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run one `alerts` subcommand, with the settings read here once and carried in `args`."""
     args.alerts = AlertSettings.from_env(state_dir=args.state_dir)
-    args.influx = InfluxConfig.from_env()
+    args.influx = backend_config()
     return args.alerts_func(args, RuleStore(args.alerts.rules_path))
 
 
@@ -129,12 +130,12 @@ def _list(args, store: RuleStore) -> int:
     return 0
 
 
-def _evaluator_line(store: RuleStore, influx: InfluxConfig, interval_s: float, status: dict | None) -> str:
+def _evaluator_line(store: RuleStore, influx, interval_s: float, status: dict | None) -> str:
     """Return which process evaluates this folder's rules: the lease's leader, else the status file's."""
     try:
         now = time.time_ns()
-        holders = Lease(InfluxClient(influx), load_namespace(store.path).id, interval_s).holders(now)
-    except (InfluxError, ValueError):
+        holders = Lease(open_reader(influx), load_namespace(store.path).id, interval_s).holders(now)
+    except (MetricsError, ValueError):
         holders = None
     if holders:
         lead = leader_of(holders)
@@ -152,13 +153,15 @@ def _evaluator_line(store: RuleStore, influx: InfluxConfig, interval_s: float, s
             + (f" (the last: {last})" if last else ""))
 
 
-def _current_states(store: RuleStore, influx: InfluxConfig) -> tuple[dict[str, str], str | None]:
+def _current_states(store: RuleStore, influx) -> tuple[dict[str, str], str | None]:
     """Return the rules' states as this folder's evaluator recorded them (its namespace only)."""
-    client = InfluxClient(influx)
+    reader = open_reader(influx)
     try:
-        return {k: e.state for k, e in AlertHistory(client, load_namespace(store.path)).current().items()}, None
-    except InfluxError as e:
-        return {}, f"states unknown: InfluxDB at {client.url} is unreachable ({e})"
+        return {k: e.state for k, e in AlertHistory(reader, load_namespace(store.path)).current().items()}, None
+    except MetricsError as e:
+        return {}, f"states unknown: {reader.where} is unreachable ({e})"
+    finally:
+        close_reader(reader)
 
 
 def _add(args, store: RuleStore) -> int:
@@ -190,13 +193,13 @@ def _check_webhooks(rules: list[Rule], settings: AlertSettings) -> list[str]:
     return notes
 
 
-def _check_scope_names(rules: list[Rule], influx: InfluxConfig, new_job: bool) -> list[str]:
-    """Refuse a job, query, step, pipeline or worker no run reports (InfluxDB from MS_INFLUX_*); return notes."""
-    client = InfluxClient(influx)
+def _check_scope_names(rules: list[Rule], influx, new_job: bool) -> list[str]:
+    """Refuse a job, query, step, pipeline or worker no run reports (the backend from MS_INFLUX_*); return notes."""
+    reader = open_reader(influx)
     try:
-        return check_rules(client, rules, new_job)
+        return check_rules(reader, rules, new_job)
     finally:
-        client.close()
+        close_reader(reader)
 
 
 def _rm(args, store: RuleStore) -> int:
@@ -230,12 +233,12 @@ def _serve(args, store: RuleStore) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    with InfluxWriter(InfluxClient(cfg), spool).start() as writer:
-        ev = start_evaluator(None, writer, client=InfluxClient(cfg), interval_s=args.interval,
+    with open_writer(cfg, spool).start() as writer:
+        ev = start_evaluator(None, writer, client=open_reader(cfg), interval_s=args.interval,
                              rules_path=store.path, webhook_policy=policy, settings=args.alerts)
         if ev is None:
             raise RuntimeError(f"another evaluator already evaluates {store.path}")
-        log.info("alerts: %d rules, InfluxDB %s, every %s", len(store.rules()), cfg.url,
+        log.info("alerts: %d rules, %s, every %s", len(store.rules()), describe(cfg),
                  format_duration(ev.interval_s))
         try:
             stop.wait(args.duration)

@@ -4,10 +4,10 @@ It runs in every process of the product that may be up when a job goes wrong: th
 (`marketspread ui`), a monitored job (`monitor()`, `marketspread watch`), Market Spread's job
 (`marketspread job`), or alone (`marketspread alerts serve`), whether or not a browser is
 open. Exactly one of a rules namespace's evaluators evaluates at a time, whatever host it is
-on: they share a lease in InfluxDB (`alerts.lease`); the others stand by and the oldest takes
+on: they share a lease in the metrics backend (`alerts.lease`); the others stand by and the oldest takes
 over within three cycles of the leader's death, so no notification is sent twice and none is
 missed while any of them runs. Each cycle re-reads the rules file (edits from the CLI or UI apply at the next
-cycle; a damaged file keeps the previous rules), queries InfluxDB, advances the pure state
+cycle; a damaged file keeps the previous rules), reads the metrics, advances the pure state
 machine (`evaluate.advance`), writes every change to `alert_events` and hands FIRING and
 RESOLVED to the webhook notifier. After a restart the states are restored from the last
 events, so a rule still firing is not announced twice.
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from collector.background import lower_thread_priority
-from collector.influx import InfluxClient, InfluxConfig, InfluxError
+from collector.metrics.backend import MetricsError
 
 from alerts.alertmanager import AlertmanagerSender, sender_from_settings
 from alerts.evaluate import NOTIFIED, OK, RESOLVED_HOLD_S, STATES, AlertState, Transition, advance, breach_of
@@ -44,6 +44,7 @@ from alerts.rules import Rule
 from alerts.settings import DEFAULT_INTERVAL_S, AlertSettings
 from alerts.store import RuleStore
 from alerts.webhook_target import WebhookPolicy
+from alerts.wiring import backend_config, reader_of
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +52,9 @@ STATUS_FILE = "evaluator.json"
 
 
 class AlertEvaluator:
-    """Evaluate the rules of a `RuleStore` against InfluxDB on a thread.
+    """Evaluate the rules of a `RuleStore` against the metrics on a thread.
 
+    `client` is the backend's `MetricsReader` (or an `InfluxClient`, read through the InfluxDB reader).
     `sink` is any writer with `add(points)` (the job's `InfluxWriter`); `evaluate_once`
     is the whole cycle, callable directly. `webhook_policy` says which internal webhook
     targets the default notifier may reach (none unless given). `namespace` defaults to
@@ -60,7 +62,7 @@ class AlertEvaluator:
     with it (`notification_point(record, evaluator.namespace)`).
     """
 
-    def __init__(self, store: RuleStore, client: InfluxClient, sink, *, interval_s: float = DEFAULT_INTERVAL_S,
+    def __init__(self, store: RuleStore, client, sink, *, interval_s: float = DEFAULT_INTERVAL_S,
                  notifier: WebhookNotifier | None = None, resolved_hold_s: float = RESOLVED_HOLD_S,
                  status_path: Path | None = None, webhook_policy: WebhookPolicy = WebhookPolicy(),
                  namespace: AlertNamespace | None = None, alertmanager: AlertmanagerSender | None = None,
@@ -70,10 +72,11 @@ class AlertEvaluator:
         self.interval_s = interval_s
         self.resolved_hold_s = resolved_hold_s
         self.namespace = namespace if namespace is not None else load_namespace(store.path)
-        self.reader = MetricReader(client)
-        self.history = AlertHistory(client, self.namespace)
+        backend = reader_of(client)
+        self.reader = MetricReader(backend)
+        self.history = AlertHistory(backend, self.namespace)
         #: with a lease, only the namespace's leading evaluator evaluates (alerts.lease); None: always
-        self.lease = Lease(client, self.namespace.id, interval_s) if lease else None
+        self.lease = Lease(backend, self.namespace.id, interval_s) if lease else None
         self.leader: Holder | None = None
         self._role: bool | None = None           # leads or stands by, once known (for its log line)
         ns = self.namespace
@@ -108,7 +111,7 @@ class AlertEvaluator:
         if self.lease is not None:                  # a standby too: it is no candidate any more
             try:
                 self.lease.release(time.time_ns())
-            except InfluxError as e:
+            except MetricsError as e:
                 log.warning("alerts: could not release the evaluator lease (%s); a standby takes over in %.0f s",
                             e, self.lease.ttl_ns / 1e9)
         self.notifier.stop(timeout=5.0)
@@ -155,17 +158,17 @@ class AlertEvaluator:
             if not self._restored:
                 self._restore()
             closed = self._load_rules(now_ns)
-        except InfluxError as e:
+        except MetricsError as e:
             self._load_rules(now_ns)
-            self.errors = {r.name: f"InfluxDB: {e}" for r in self.rules}
+            self.errors = {r.name: f"{e.backend}: {e}" for r in self.rules}
             self._write_status(now_ns)
             return changes
         errors: dict[str, str] = {}
         for rule in self.rules:
             try:
                 reading = self.reader.read(rule, now_ns)
-            except InfluxError as e:
-                errors[rule.name] = f"InfluxDB: {e}"
+            except MetricsError as e:
+                errors[rule.name] = f"{e.backend}: {e}"
                 continue
             value = reading.value
             if value is None:
@@ -207,11 +210,11 @@ class AlertEvaluator:
         was = self.leads if self._role is not None else None
         try:
             self.leader = self.lease.renew(now_ns)
-        except InfluxError as e:
+        except MetricsError as e:
             self.leader = None
             self._load_rules(now_ns)                 # the status names the rules left unevaluated
-            self.errors = {r.name: f"InfluxDB: {e}" for r in self.rules}
-            log.warning("alerts: cannot reach InfluxDB for the evaluator lease (%s); not evaluating", e)
+            self.errors = {r.name: f"{e.backend}: {e}" for r in self.rules}
+            log.warning("alerts: cannot reach the metrics backend for the evaluator lease (%s); not evaluating", e)
             self._write_status(now_ns)
             return False
         if self.leads and not was:
@@ -250,7 +253,7 @@ def read_status(rules_path: Path) -> dict | None:
         return None
 
 
-def start_evaluator(state_dir: Path | None, sink, *, client: InfluxClient | None = None,
+def start_evaluator(state_dir: Path | None, sink, *, client=None,
                     interval_s: float | None = None, rules_path: Path | None = None,
                     webhook_policy: WebhookPolicy | None = None,
                     settings: AlertSettings | None = None) -> AlertEvaluator | None:
@@ -261,7 +264,7 @@ def start_evaluator(state_dir: Path | None, sink, *, client: InfluxClient | None
 
     Rules file, interval and webhook allow-list come from `settings` (the caller's entry
     point built it) unless given one by one; a library caller giving neither gets them
-    from the environment (`AlertSettings.from_env`), as it gets InfluxDB without `client`.
+    from the environment (`AlertSettings.from_env`), as it gets the backend without `client`.
     """
     if settings is None:
         settings = AlertSettings.from_env(state_dir=state_dir)
@@ -271,7 +274,7 @@ def start_evaluator(state_dir: Path | None, sink, *, client: InfluxClient | None
     if webhook_policy is None:
         webhook_policy = settings.lenient_webhook_policy()
     try:
-        ev = AlertEvaluator(RuleStore(path), client or InfluxClient(InfluxConfig.from_env()), sink,
+        ev = AlertEvaluator(RuleStore(path), client or reader_of(backend_config()), sink,
                             interval_s=interval_s, webhook_policy=webhook_policy,
                             alertmanager=sender_from_settings(settings, interval_s), lease=True)
     except ValueError as e:                   # e.g. a damaged namespace file: the job runs on, unevaluated

@@ -1,4 +1,4 @@
-"""Alert history in InfluxDB: every state change and every webhook attempt, as typed records.
+"""Alert history in the metrics backend: every state change and every webhook attempt, as typed records.
 
 - `alert_events` (tags `rule`, `namespace`): one point per state change, at its time. Fields `state`,
   `previous`, `condition` (the rule's text then), `scope`, `value` (float, the metric in
@@ -10,17 +10,20 @@
 `namespace` is the rules folder's id (`alerts.namespace`): an `AlertHistory` reads only
 its own namespace (and the untagged points from before namespaces, if they are its own),
 so folders sharing a database never see each other's rules. The last event of each rule
-is its current state: the UI's banner and the evaluator's restart both read it. Rule
-names and the namespace are bound parameters in every query.
+is its current state: the UI's banner and the evaluator's restart both read it, through
+the backend's reader (`MetricsReader.history_*`).
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from collector.influx import InfluxClient, InfluxError, Point
+from collector.metrics.backend import MetricsError, MetricsReader
+from collector.metrics.point import Point
+from collector.metrics.views import HistoryRow
 from collector.vocabulary import ALERT_EVENTS, ALERT_NOTIFICATIONS, TAG_NAMESPACE, TAG_RULE
 
 from alerts.namespace import AlertNamespace
+from alerts.wiring import reader_of
 
 
 class AlertEvent(NamedTuple):
@@ -61,23 +64,25 @@ def notification_point(n: NotificationRecord, namespace: AlertNamespace) -> Poin
     return Point(ALERT_NOTIFICATIONS, {TAG_RULE: n.rule, TAG_NAMESPACE: namespace.id}, fields, n.at_ns)
 
 
-def _event(rule: str, row: dict) -> AlertEvent:
-    return AlertEvent(rule, int(row["time"]), row.get("state") or "", row.get("previous") or "",
-                      row.get("value"), row.get("condition") or "")
+def _event(row: HistoryRow) -> AlertEvent:
+    f = row.fields
+    return AlertEvent(row.rule, row.at_ns, f.get("state") or "", f.get("previous") or "", f.get("value"),
+                      f.get("condition") or "")
 
 
-def _notification(rule: str, row: dict) -> NotificationRecord:
-    status = row.get("status")
-    return NotificationRecord(rule, int(row["time"]), row.get("state") or "", int(row.get("attempt") or 0),
-                              bool(row.get("ok")), None if status is None else int(status),
-                              row.get("error") or "", row.get("url") or "")
+def _notification(row: HistoryRow) -> NotificationRecord:
+    f = row.fields
+    status = f.get("status")
+    return NotificationRecord(row.rule, row.at_ns, f.get("state") or "", int(f.get("attempt") or 0),
+                              bool(f.get("ok")), None if status is None else int(status),
+                              f.get("error") or "", f.get("url") or "")
 
 
-def _query(client: InfluxClient, q: str, params: dict | None = None):
+def _read(view, *args) -> list[HistoryRow]:
     try:
-        return client.query(q, params)
-    except InfluxError as e:
-        if e.status is None:                 # unreachable: the caller says so
+        return view(*args)
+    except MetricsError as e:
+        if e.unreachable:                    # the caller says so
             raise
         return []                            # e.g. the database does not exist yet: no history
 
@@ -90,9 +95,10 @@ class AlertHistory:
     bound with `within`.
     """
 
-    def __init__(self, client: InfluxClient, namespace: AlertNamespace | None = None,
+    def __init__(self, client, namespace: AlertNamespace | None = None,
                  unbound: str = "the alert history has no namespace"):
-        self.client = client
+        self.client = client                 # what it was built on (a reader, or an InfluxClient)
+        self.reader: MetricsReader = reader_of(client)
         self.namespace = namespace
         self.unbound = unbound
 
@@ -100,47 +106,22 @@ class AlertHistory:
         """Return this database's history of `namespace`."""
         return AlertHistory(self.client, namespace)
 
-    def _mine(self) -> tuple[str, dict]:
-        """Return the WHERE clause (and its parameters) selecting this namespace's points."""
+    def _mine(self) -> tuple[str, bool]:
+        """Return this namespace's id and whether its untagged points (from before namespaces) are its own."""
         if self.namespace is None:
             raise ValueError(self.unbound)
-        if self.namespace.legacy:                  # an absent tag compares equal to ''
-            return '("namespace" = $namespace OR "namespace" = \'\')', {"namespace": self.namespace.id}
-        return '"namespace" = $namespace', {"namespace": self.namespace.id}
+        return self.namespace.id, self.namespace.legacy
 
     def current(self) -> dict[str, AlertEvent]:
         """Return each rule's last state change."""
-        where, params = self._mine()
-        series = _query(self.client, f'SELECT * FROM "{ALERT_EVENTS}" WHERE {where} GROUP BY "rule" '
-                                     'ORDER BY time DESC LIMIT 1', params)
-        out = {}
-        for s in series:
-            rule = s.tags.get(TAG_RULE, "")
-            rows = s.rows()
-            if rows:
-                out[rule] = _event(rule, rows[0])
-        return out
+        return {row.rule: _event(row) for row in _read(self.reader.history_latest, *self._mine())}
 
     def events(self, rule: str, limit: int = 100) -> list[AlertEvent]:
         """Return a rule's state changes, newest first."""
-        where, params = self._mine()
-        q = (f'SELECT * FROM "{ALERT_EVENTS}" WHERE "rule" = $rule AND {where} '
-             f'ORDER BY time DESC LIMIT {int(limit)}')
-        return [_event(rule, row) for s in _query(self.client, q, {**params, "rule": rule}) for row in s.rows()]
+        return [_event(row) for row in _read(self.reader.history_events, *self._mine(), rule, limit)]
 
     def notifications(self, rule: str | None = None, limit: int = 100, failed_only: bool = False
                       ) -> list[NotificationRecord]:
         """Return webhook attempts (of one rule, or all; optionally failures only), newest first."""
-        where, params = self._mine()
-        clauses = [where]
-        if rule is not None:
-            clauses.append('"rule" = $rule')
-            params["rule"] = rule
-        if failed_only:
-            clauses.append('"ok" = false')
-        where = " AND ".join(clauses)
-        q = (f'SELECT * FROM "{ALERT_NOTIFICATIONS}" WHERE {where} GROUP BY "rule" '
-             f'ORDER BY time DESC LIMIT {int(limit)}')
-        out = [_notification(s.tags.get(TAG_RULE, ""), row) for s in _query(self.client, q, params)
-               for row in s.rows()]
-        return sorted(out, key=lambda n: n.at_ns, reverse=True)[:limit]
+        rows = _read(self.reader.history_notifications, *self._mine(), rule, limit, failed_only)
+        return [_notification(row) for row in rows]

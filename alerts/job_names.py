@@ -1,4 +1,4 @@
-"""Check a rule's job against the jobs InfluxDB knows, and note the figures a job never reported.
+"""Check a rule's job against the jobs the metrics know, and note the figures a job never reported.
 
 A rule whose `job` (the `run` tag) no data knows, a typo or a renamed query, matches
 nothing, and as no data never fires it would stay OK for ever. So `alerts add`, `alerts
@@ -6,31 +6,28 @@ load` and the Alerts page refuse it, listing the known jobs newest first, unless
 user says the job has not run yet (`--new-job`): then it is accepted with a note. A
 figure the job has never reported (`p99` of a query without latency steps, `state_rows`
 of one without a stateful operator) may still come, so it gets a note, never a refusal.
-Which points a figure needs comes from where it is read: `alerts.figures.LEVELS` for a
-Spark query's figures, the `latency` and `backpressure` measurements for the others.
+Which points a figure needs comes from where the catalogue says it is written
+(`collector.catalogue.LEVELS`).
 
-`check_job`, `needs` and `missing_note` are pure; `known_jobs` and `has_data` ask
-InfluxDB, every value a user typed a bound parameter.
+`check_job`, `needs` and `missing_note` are pure; `known_jobs` and `has_data` ask the
+backend's reader (`MetricsReader.known_jobs`, `has_data`).
 """
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
 
-from collector.influx import InfluxClient
+from collector.metrics.backend import MetricsReader
 from collector.vocabulary import BACKPRESSURE as BACKPRESSURE_MEASUREMENT
-from collector.vocabulary import (FIELD_COUNT, LATENCY, RUNS, STEP_JOB, TAG_APP, TAG_EXECUTOR, TAG_OPERATOR,
-                                  TAG_QUERY, TAG_RUN, TAG_SOURCE, TAG_STEP)
+from collector.vocabulary import (FIELD_COUNT, LATENCY, STEP_JOB, TAG_APP, TAG_EXECUTOR, TAG_OPERATOR, TAG_QUERY,
+                                  TAG_RUN, TAG_SOURCE, TAG_STEP)
 
-from alerts.figures import AGE, EXECUTOR, FIGURES, LEVELS, OPERATOR, QUERY, level_of
+from alerts.figures import AGE, EXECUTOR, FIGURES, LEVELS, OPERATOR, level_of
 from alerts.rules import BACKLOG, BACKPRESSURE, FIGURE, LATENCY as KIND_LATENCY, THROUGHPUT, Rule
 
 MAX_JOBS_LISTED = 20                  # a database may hold hundreds of runs: the newest are the likely ones
 NEW_JOB_FLAG = "--new-job"
 NEW_JOB_HINT = f"for a job that has not run yet, add {NEW_JOB_FLAG}"
-#: where a rule's `job` selects points: a job is known when one of these has its run tag
-JOB_MEASUREMENTS = tuple(dict.fromkeys((LATENCY, BACKPRESSURE_MEASUREMENT, RUNS)
-                                       + tuple(m for m, tags, _ in LEVELS.values() if TAG_RUN in tags)))
 #: scope tag -> the rule's attribute holding its value
 _TAG_ATTRS = {TAG_RUN: "job", TAG_QUERY: "query", TAG_SOURCE: "source", TAG_OPERATOR: "operator",
               TAG_APP: "app", TAG_EXECUTOR: "executor", TAG_STEP: "step"}
@@ -113,28 +110,11 @@ def missing_note(rule: Rule, need: Need) -> str:
     return f"rule {rule.name!r}: {text}"
 
 
-def has_data(client: InfluxClient, need: Need) -> bool:
-    """Return whether any point of the need's scope was written (InfluxError when InfluxDB can't say)."""
-    where = " AND ".join(f'"{k}" = ${k}' for k, _ in need.tags)
-    where = f" WHERE {where}" if where else ""
-    params = dict(need.tags) or None
-    if need.field is None:
-        q = f'SHOW SERIES FROM "{need.measurement}"{where} LIMIT 1'
-    else:
-        q = f'SELECT "{need.field}" FROM "{need.measurement}"{where} LIMIT 1'
-    return any(s.values for s in client.query(q, params))
+def has_data(reader: MetricsReader, need: Need) -> bool:
+    """Return whether any point of the need's scope was written (MetricsError when the backend can't say)."""
+    return reader.has_data(need.measurement, need.field, dict(need.tags))
 
 
-def known_jobs(client: InfluxClient) -> tuple[str, ...]:
+def known_jobs(reader: MetricsReader) -> tuple[str, ...]:
     """Return every job a rule can name (the run tag of the measurements rules read), newest first."""
-    shows = "; ".join(f'SHOW TAG VALUES FROM "{m}" WITH KEY = "{TAG_RUN}"' for m in JOB_MEASUREMENTS)
-    names = {v[1] for s in client.query(shows) for v in s.values}
-    # the newest point per job of the measurements every job writes (LIMIT 1: one block per series)
-    newest = "; ".join(f'SELECT {fields} FROM "{m}" GROUP BY "{TAG_RUN}" ORDER BY time DESC LIMIT 1'
-                       for m, fields in ((LATENCY, f'"{FIELD_COUNT}"'), (LEVELS[QUERY][0], "*"), (RUNS, "*")))
-    last: dict[str, int] = {}
-    for s in client.query(newest):
-        run = s.tags.get(TAG_RUN, "")
-        for row in s.values[:1]:
-            last[run] = max(last.get(run, 0), int(row[0]))
-    return tuple(sorted(names, key=lambda n: (-last.get(n, 0), n)))
+    return reader.known_jobs()

@@ -1,8 +1,8 @@
-"""One evaluator per rules namespace and database at a time: a lease kept in InfluxDB itself.
+"""One evaluator per rules namespace and database at a time: a lease kept in the metrics backend itself.
 
 Every process that may evaluate (the dashboard, a watched or monitored job, `marketspread
 job`, `alerts serve`) runs an evaluator; each cycle it writes a heartbeat point
-(`alert_lease`, tags namespace and holder, field started_ns) straight to InfluxDB and reads
+(`alert_lease`, tags namespace and holder, field started_ns) straight to the backend and reads
 the namespace's heartbeats of the last `ttl_s`. The holder among them that started first
 (ties by holder id) leads and evaluates; the others stand by, reading the same
 heartbeats, and the oldest of them takes over once the leader's heartbeat is older than
@@ -11,7 +11,7 @@ hosts: the database, not a file, is what they share. A new holder does not lead 
 first cycle, so two evaluators started together both see each other before either
 evaluates: no notification is ever sent twice.
 
-InfluxDB has no compare-and-set; the lease needs none, because every holder decides from
+InfluxDB has no compare-and-set (`MetricsReader.heartbeat`, `heartbeats`); the lease needs none, because every holder decides from
 the same set of heartbeats by the same order. What it needs is that a heartbeat is in the
 database before the next cycle of the others reads, which a direct write (not the batching
 writer) gives.
@@ -23,12 +23,11 @@ import secrets
 import socket
 from dataclasses import dataclass
 
-from collector.influx import InfluxClient, Point
-from collector.query.ranges import format_time
+from collector.metrics.backend import MetricsReader
 from collector.units import NS
-from collector.vocabulary import ALERT_LEASE, TAG_NAMESPACE
 
-TAG_HOLDER = "holder"
+from alerts.wiring import reader_of
+
 #: A leader not heard from for this many cycles has lost the lease.
 TTL_CYCLES = 3
 
@@ -60,9 +59,9 @@ def leader_of(holders: list[Holder]) -> Holder | None:
 class Lease:
     """The lease of one namespace in one database, as seen by one evaluator (`holder`)."""
 
-    def __init__(self, client: InfluxClient, namespace: str, interval_s: float, holder: str | None = None,
+    def __init__(self, client, namespace: str, interval_s: float, holder: str | None = None,
                  started_ns: int | None = None):
-        self.client = client
+        self.reader: MetricsReader = reader_of(client)
         self.namespace = namespace
         self.ttl_ns = int(TTL_CYCLES * interval_s * NS)
         self.holder = holder or new_holder_id()
@@ -70,15 +69,14 @@ class Lease:
         self._cycles = 0
 
     def renew(self, now_ns: int) -> Holder | None:
-        """Write this holder's heartbeat, then return the leader (this one or another); raises InfluxError.
+        """Write this holder's heartbeat, then return the leader (this one or another); raises MetricsError.
 
         A holder in its first cycle is never its own leader's answer: it returns the leader
         it sees among the others, or None.
         """
         if self.started_ns is None:
             self.started_ns = now_ns
-        self.client.write([Point(ALERT_LEASE, {TAG_NAMESPACE: self.namespace, TAG_HOLDER: self.holder},
-                                 {"started_ns": self.started_ns, "released": False}, now_ns)])
+        self.reader.heartbeat(self.namespace, self.holder, self.started_ns, False, now_ns)
         self._cycles += 1
         holders = self.holders(now_ns)
         if self._cycles < 2:
@@ -91,27 +89,12 @@ class Lease:
 
     def holders(self, now_ns: int) -> list[Holder]:
         """Return the live holders of the namespace: heard from within the TTL and not released."""
-        q = (f'SELECT last("started_ns") AS "started", last("released") AS "released" FROM "{ALERT_LEASE}" '
-             f'WHERE "{TAG_NAMESPACE}" = $ns AND time > $since GROUP BY "{TAG_HOLDER}"; '
-             f'SELECT last("started_ns") FROM "{ALERT_LEASE}" WHERE "{TAG_NAMESPACE}" = $ns AND time > $since '
-             f'GROUP BY "{TAG_HOLDER}"')
-        series = self.client.query(q, {"ns": self.namespace, "since": format_time(now_ns - self.ttl_ns)})
-        seen = {s.tags.get(TAG_HOLDER, ""): int(s.values[-1][0]) for s in series
-                if s.columns[1:] == ["last"] and s.values}
-        out = []
-        for s in series:
-            if s.columns[1:] != ["started", "released"] or not s.values:
-                continue
-            _, started, released = s.values[-1]
-            hid = s.tags.get(TAG_HOLDER, "")
-            if released is True or not isinstance(started, int) or hid not in seen:
-                continue
-            out.append(Holder(hid, started, seen[hid]))
-        return out
+        return [Holder(h.holder, h.started_ns, h.seen_ns) for h in self.reader.heartbeats(self.namespace,
+                                                                                          now_ns - self.ttl_ns)
+                if not h.released and h.started_ns is not None]
 
     def release(self, now_ns: int) -> None:
         """Give the lease up at once (a stopping evaluator), so a standby takes over at its next cycle."""
         if self.started_ns is None:
             return
-        self.client.write([Point(ALERT_LEASE, {TAG_NAMESPACE: self.namespace, TAG_HOLDER: self.holder},
-                                 {"started_ns": self.started_ns, "released": True}, now_ns)])
+        self.reader.heartbeat(self.namespace, self.holder, self.started_ns, True, now_ns)

@@ -5,33 +5,34 @@ would stay OK forever. So `alerts add`, `alerts load` and the Alerts page refuse
 no run reports, with the valid ones in the message. A rule naming a run that has data is
 checked against that run's own steps, and that step's pipelines and workers; a rule
 naming no run (or a run not started yet) against the steps and pipelines every run
-reports, and the workers any run reports for the step. When InfluxDB cannot say
+reports, and the workers any run reports for the step. When the backend cannot say
 (unreachable, or no run has that step yet) steps and pipelines are checked against the
 fixed lists and a worker is accepted with a note: an outage must not block editing.
 
 A Spark query's figure is scoped by query, source, operator (or an executor's by app and
 executor) instead: `check_figure_scope` refuses a value the named run (or any run) never
 reported, listing the valid ones, and accepts one with a note when nothing was reported
-yet or InfluxDB can't say.
+yet or the backend can't say.
 
 A rule's job itself is checked first (`alerts.job_names`): a job no data knows is refused
 with the known ones, unless `new_job` says it has not run yet; so is a query the job (or,
 without a job, any job) never reported. A figure the job never reported gets a note.
 
-`check_scope` is pure; `reported_names`, `check_figure_scope` and `check_rules` ask InfluxDB.
+`check_scope` is pure; `reported_names`, `check_figure_scope` and `check_rules` ask the
+backend's reader (an `InfluxClient` given instead is read through the InfluxDB reader).
 """
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
 
-from collector.influx import InfluxClient, InfluxError
-from collector.query.store import MetricsStore
-from collector.vocabulary import LATENCY, MARKET_SPREAD_STEPS as STEPS, PIPELINES, RUNS
+from collector.metrics.backend import MetricsError, MetricsReader
+from collector.vocabulary import LATENCY, MARKET_SPREAD_STEPS as STEPS, PIPELINES, RUNS, TAG_STEP, TAG_WORKER
 
 from alerts.figures import EXECUTOR, FIGURES, LEVELS, OPERATOR, QUERY, SOURCE
 from alerts.job_names import NEW_JOB_HINT, check_job, has_data, known_jobs, missing_note, needs
 from alerts.rules import FIGURE, Rule
+from alerts.wiring import reader_of
 
 MAX_LISTED = 20                       # names listed in an error; a run may have hundreds of workers
 
@@ -83,24 +84,18 @@ def check_scope(rule: Rule, names: ReportedNames) -> str | None:
     return None
 
 
-def _workers_of_step(client: InfluxClient, step: str) -> tuple[str, ...]:
-    series = client.query(f'SHOW TAG VALUES FROM "{LATENCY}" WITH KEY = "worker" WHERE "step" = $step',
-                          {"step": step})
-    return tuple(sorted({v[1] for s in series for v in s.values}))
-
-
-def reported_names(client: InfluxClient, rule: Rule, job_known: bool = False) -> ReportedNames:
-    """Return the names the rule's run reports (or every run's), the fixed lists when InfluxDB can't say.
+def reported_names(client, rule: Rule, job_known: bool = False) -> ReportedNames:
+    """Return the names the rule's run reports (or every run's), the fixed lists when the backend can't say.
 
     `job_known`: the run has other data (a Spark query's) or has not run yet, and no latency
     step yet, so its own steps are still to come: the rule's step and pipeline are taken as given.
     """
     if rule.step is None:
         return FIXED
+    reader = reader_of(client)
     try:
         if rule.job is not None:
-            store = MetricsStore(client)
-            steps = tuple(store.steps(rule.job))
+            steps = tuple(reader.steps(rule.job))
             if not steps and job_known:
                 pipelines = PIPELINES if rule.pipeline is None else (rule.pipeline,)
                 return ReportedNames((rule.step,), pipelines, None, f"run {rule.job}",
@@ -109,12 +104,11 @@ def reported_names(client: InfluxClient, rule: Rule, job_known: bool = False) ->
                 source = f"run {rule.job}"
                 if rule.step not in steps:
                     return ReportedNames(steps, PIPELINES, None, source)
-                pipelines, workers = store.step_filters(rule.job, rule.step)
+                pipelines, workers = reader.step_filters(rule.job, rule.step)
                 return ReportedNames(steps, tuple(pipelines), tuple(workers), source, of_step=True)
-        workers = _workers_of_step(client, rule.step) if rule.worker is not None else ()
-    except InfluxError as e:
-        why = f"InfluxDB at {client.url} is unreachable" if e.status is None else f"InfluxDB: {e}"
-        return ReportedNames(STEPS, PIPELINES, None, "any run", why)
+        workers = reader.tag_values(LATENCY, TAG_WORKER, {TAG_STEP: rule.step}) if rule.worker is not None else ()
+    except MetricsError as e:
+        return ReportedNames(STEPS, PIPELINES, None, "any run", _unreachable(reader, e))
     source = "any run" if rule.job is None else f"any run (run {rule.job} has no data yet)"
     if not workers:
         return ReportedNames(STEPS, PIPELINES, None, source, f"no run has reported step {rule.step} yet")
@@ -122,23 +116,18 @@ def reported_names(client: InfluxClient, rule: Rule, job_known: bool = False) ->
     return ReportedNames(STEPS, PIPELINES, workers, source, of_step=True)
 
 
-def _tag_values(client: InfluxClient, measurement: str, key: str, where: dict[str, str]) -> tuple[str, ...]:
-    clauses = " AND ".join(f'"{k}" = ${k}' for k in where)
-    q = f'SHOW TAG VALUES FROM "{measurement}" WITH KEY = "{key}"' + (f" WHERE {clauses}" if clauses else "")
-    return tuple(sorted({v[1] for s in client.query(q, where or None) for v in s.values}))
+def _unreachable(reader: MetricsReader, e: MetricsError) -> str:
+    return f"{reader.where} is unreachable" if e.unreachable else f"{e.backend}: {e}"
 
 
-def _unreachable(client: InfluxClient, e: InfluxError) -> str:
-    return f"InfluxDB at {client.url} is unreachable" if e.status is None else f"InfluxDB: {e}"
-
-
-def check_figure_scope(client: InfluxClient, rule: Rule, new_job: bool = False,
+def check_figure_scope(client, rule: Rule, new_job: bool = False,
                        hint: str = NEW_JOB_HINT) -> str | None:
     """Raise ValueError if a figure rule's query, source, operator, app or executor was never reported; return a note.
 
     A query nothing reported is refused even when the job reported none yet (a query
     that started without a batch counts: its `runs` point); `new_job` accepts it with a note.
     """
+    reader = reader_of(client)
     anyone = "any run"
     figure = FIGURES.get(rule.condition.metric)         # None: a run's status, scoped by job and query only
     if figure is not None and EXECUTOR in figure.fields:
@@ -157,9 +146,9 @@ def check_figure_scope(client: InfluxClient, rule: Rule, new_job: bool = False,
         where = {k: v for k, v in where.items() if v is not None}
         whose = " ".join(f"{'run' if k == 'run' else k} {v}" for k, v in where.items()) or anyone
         try:
-            valid = tuple(sorted({v for m in measurements for v in _tag_values(client, m, key, where)}))
-        except InfluxError as e:
-            return f"rule {rule.name!r}: {attr} {value!r} not checked ({_unreachable(client, e)})"
+            valid = tuple(sorted({v for m in measurements for v in reader.tag_values(m, key, where)}))
+        except MetricsError as e:
+            return f"rule {rule.name!r}: {attr} {value!r} not checked ({_unreachable(reader, e)})"
         if value in valid:
             continue
         if attr == "query" and new_job:
@@ -180,34 +169,34 @@ def check_figure_scope(client: InfluxClient, rule: Rule, new_job: bool = False,
     return "; ".join(notes) or None
 
 
-def _figure_note(client: InfluxClient, rule: Rule, found: dict) -> str | None:
+def _figure_note(reader: MetricsReader, rule: Rule, found: dict) -> str | None:
     """Return a note when the points the rule reads were never written (`found` caches the answers)."""
     for need in needs(rule):
         if need not in found:
             try:
-                found[need] = has_data(client, need)
-            except InfluxError as e:
-                return f"rule {rule.name!r}: its data not checked ({_unreachable(client, e)})"
+                found[need] = has_data(reader, need)
+            except MetricsError as e:
+                return f"rule {rule.name!r}: its data not checked ({_unreachable(reader, e)})"
         if not found[need]:
             return missing_note(rule, need)
     return None
 
 
-def check_rules(client: InfluxClient, rules: list[Rule], new_job: bool = False,
-                hint: str = NEW_JOB_HINT) -> list[str]:
-    """Check every rule's job and scope names against InfluxDB; raise ValueError on the first bad one; return notes.
+def check_rules(client, rules: list[Rule], new_job: bool = False, hint: str = NEW_JOB_HINT) -> list[str]:
+    """Check every rule's job and scope names against the metrics; raise ValueError on the first bad one; return notes.
 
     `new_job` accepts a job or query no data knows yet (with a note); `hint` is how the
     caller's user says so, for the refusal's message.
     """
+    reader = reader_of(client)
     asked: dict[tuple, ReportedNames] = {}          # a rules file repeats scopes: ask once per scope
     found: dict = {}
     jobs, down = None, None
     if any(rule.job is not None for rule in rules):
         try:
-            jobs = known_jobs(client)
-        except InfluxError as e:
-            down = _unreachable(client, e)
+            jobs = known_jobs(reader)
+        except MetricsError as e:
+            down = _unreachable(reader, e)
     notes = []
     for rule in rules:
         if rule.job is not None and down is not None:
@@ -217,16 +206,16 @@ def check_rules(client: InfluxClient, rules: list[Rule], new_job: bool = False,
             notes.append(job_note)
         if rule.condition.kind == FIGURE or rule.query is not None:
             # a job not run yet reported no query, source or operator: nothing to check them against
-            note = None if job_note else check_figure_scope(client, rule, new_job, hint)
+            note = None if job_note else check_figure_scope(reader, rule, new_job, hint)
         else:
             key = (rule.job, rule.step, rule.pipeline, rule.worker is not None)
             if key not in asked:
                 # a job with data, or one declared new: its own steps may be still to come
-                asked[key] = reported_names(client, rule, jobs is not None and (rule.job in jobs or new_job))
+                asked[key] = reported_names(reader, rule, jobs is not None and (rule.job in jobs or new_job))
             note = check_scope(rule, asked[key])
         if note:
             notes.append(note)
         elif not job_note and down is None:         # one note per rule: a scope's note says it already
-            note = _figure_note(client, rule, found)
+            note = _figure_note(reader, rule, found)
             notes += [note] if note else []
     return notes

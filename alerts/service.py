@@ -15,10 +15,10 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from collector.influx import InfluxClient, InfluxConfig, InfluxWriter
 
 from alerts.evaluator import AlertEvaluator, start_evaluator
 from alerts.settings import AlertSettings
+from alerts.wiring import open_writer, reader_of
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 class AlertService:
     """A started evaluator and, when it was given none, the writer of its history."""
 
-    def __init__(self, evaluator: AlertEvaluator, writer: InfluxWriter | None):
+    def __init__(self, evaluator: AlertEvaluator, writer=None):
         self.evaluator = evaluator
         self._writer = writer
 
@@ -38,18 +38,18 @@ class AlertService:
             self._writer = None
 
 
-def start_alerts(influx: InfluxConfig, settings: AlertSettings, spool_dir: Path, sink=None) -> AlertService | None:
-    """Start evaluating the rules of `settings` against `influx`; None (said once) if it cannot.
+def start_alerts(influx, settings: AlertSettings, spool_dir: Path, sink=None) -> AlertService | None:
+    """Start evaluating the rules of `settings` against the backend `influx` configures; None (said once) if it cannot.
 
     `sink`: a writer the caller owns and closes (`add(points)`); else one is opened here,
-    spooling to `spool_dir` while InfluxDB is away, and closed by `AlertService.stop`.
+    spooling to `spool_dir` while the backend is away, and closed by `AlertService.stop`.
     """
     writer = None
     try:
         if sink is None:
-            writer = sink = InfluxWriter(InfluxClient(influx), spool_dir, background=True,
+            writer = sink = open_writer(influx, spool_dir, background=True,
                                          interval=influx.flush_s).start()
-        evaluator = start_evaluator(None, sink, client=InfluxClient(influx), settings=settings)
+        evaluator = start_evaluator(None, sink, client=reader_of(influx), settings=settings)
     except Exception as e:              # an unwritable spool, a bad setting: the host process goes on
         log.error("alerts: not evaluating %s: %s", settings.rules_path, e)
         evaluator = None

@@ -16,16 +16,15 @@ from urllib.parse import urlencode, urlsplit
 
 from collector.influx.config import InfluxConfig
 from collector.influx.lineproto import Point, encode_lines, split_by_rp
+from collector.metrics.backend import MetricsError
 
 MAX_BATCH = 5000                         # lines per /write request (InfluxDB's recommended batch)
 
 
-class InfluxError(RuntimeError):
+class InfluxError(MetricsError):
     """A request to InfluxDB failed; `status` is the HTTP status (None: no answer at all)."""
 
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
-        self.status = status
+    backend = "InfluxDB"
 
     @property
     def retryable(self) -> bool:

@@ -1,4 +1,4 @@
-"""InfluxDB line protocol: the `Point` record and its encoding, pure (no I/O).
+"""InfluxDB line protocol: the encoding of `collector.metrics.point.Point`, pure (no I/O).
 
 Apart from the client: pure text, tested without a server, and shared by the client, the
 writer (which encodes on its sender thread) and the in-memory writer of the tests.
@@ -8,34 +8,9 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from typing import Any, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Iterable, Mapping
 
-
-class Point(NamedTuple):
-    """One line-protocol point; `time_ns` is nanoseconds since the epoch.
-
-    `rp` names the retention policy the point belongs to (None: the one the writer is
-    given, else the database's default), so one batch can carry 1-s points and rollups.
-
-    >>> encode_lines([Point("cpu", {"host": "a b"}, {"v": 1, "ok": True}, 10)])
-    b'cpu,host=a\\\\ b v=1i,ok=true 10\\n'
-    """
-    measurement: str
-    tags: Mapping[str, str]
-    fields: Mapping[str, int | float | str | bool]
-    time_ns: int
-    rp: str | None = None
-
-
-def split_by_rp(points: Sequence[Point], rp: str | None) -> dict[str | None, list[Point]]:
-    """Group points by retention policy: their own `rp`, else `rp`; order kept within a group."""
-    if all(p.rp is None or p.rp == rp for p in points):
-        return {rp: list(points)}
-    out: dict[str | None, list[Point]] = {}
-    for p in points:
-        out.setdefault(p.rp or rp, []).append(p)
-    return out
-
+from collector.metrics.point import Point, split_by_rp  # noqa: F401 (the package's interface)
 
 _MEASUREMENT_ESC = str.maketrans({",": r"\,", " ": r"\ "})
 _KEY_ESC = str.maketrans({",": r"\,", "=": r"\=", " ": r"\ "})

@@ -51,7 +51,8 @@ from collector.settings import default_state_dir, env_values
 from collector.influx.credentials import AdminCredentials, create_credentials, credentials_path
 from collector.names import check_name
 from collector.influx.limits import hard_open_files_limit, open_files_limit
-from collector.influx.logpump import spawn_logged
+from collector.logpump import spawn_logged
+from collector.ports import free_port
 
 log = logging.getLogger(__name__)
 
@@ -117,13 +118,6 @@ def find_influxd() -> str | None:
     """Return the path of `influxd` (PATH, then /usr/bin and /usr/sbin), None if not installed."""
     return shutil.which("influxd") or next(
         (p for p in ("/usr/bin/influxd", "/usr/sbin/influxd") if os.access(p, os.X_OK)), None)
-
-
-def free_port(host: str = HOST) -> int:
-    """Return a TCP port that was free on `host` a moment ago."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _port_busy(host: str, port: int) -> bool:

@@ -19,7 +19,7 @@ from collector.background import lower_thread_priority
 from collector.influx.client import MAX_BATCH, InfluxClient, InfluxError, describe_failure, quote_ident
 from collector.influx.lineproto import Point, encode_lines, encode_point, split_by_rp
 from collector.influx.schema import RP_RAW, describe_policies, ensure_database, ensure_policy, setup_statements
-from collector.influx.sink import WriterStats
+from collector.metrics.backend import WriterStats
 from collector.influx.spool import Spool
 
 log = logging.getLogger(__package__)     # "collector.influx", as before the split into modules

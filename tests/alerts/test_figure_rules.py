@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from alerts.figure_query import figure_query
+from alerts.figure_read import figure_request
 from alerts.figures import FIGURES, MOST
 from alerts.rules import FIGURE, LATENCY, Rule, parse_condition
+from collector.influx.figure_reads import figure_influxql
 
 S = 1_000_000_000
 
@@ -120,6 +121,29 @@ def test_scopes_of_figures_validate_and_round_trip():
 def test_bad_figure_scopes_say_why(extra, reason):
     with pytest.raises(ValueError, match=reason):
         Rule.from_dict({"name": "x", "condition": "rows_behind > 1M", **extra})
+
+
+def figure_query(rule: Rule, start_ns: int, end_ns: int) -> tuple[str, dict]:
+    """The InfluxQL the InfluxDB reader runs for a rule's figure request."""
+    return figure_influxql(figure_request(rule, start_ns, end_ns))
+
+
+def test_a_request_names_catalogue_fields_and_holds_user_values_in_its_scope_only():
+    r = Rule.from_dict({"name": "x", "condition": "rows_behind > 1M", "job": "orders", "query": "q'1",
+                        "source": "0:Kafka"})
+    req = figure_request(r, 0, 60 * S)
+    assert (req.measurement, req.field, req.aggregate) == ("spark_source", "rows_behind", "mean")
+    assert dict(req.scope) == {"run": "orders", "query": "q'1", "source": "0:Kafka"}
+    assert req.group == ("run", "query", "source") and not req.steady
+    req = figure_request(Rule.from_dict({"name": "x", "condition": "p99.9 > 5ms", "pipeline": "orders"}), 0, S)
+    assert (req.measurement, req.field, req.aggregate, req.histograms) == ("latency", "hdr", "p99.9", True)
+    assert dict(req.scope) == {"step": "start-to-end", "pipeline": "orders"} and req.group == ()
+    req = figure_request(Rule.from_dict({"name": "x", "condition": "backlog > 1M", "job": "j"}), 0, S)
+    assert (req.measurement, req.field, dict(req.scope)) == ("backpressure", "backlog", {"run": "j", "step": "job"})
+    req = figure_request(Rule.from_dict({"name": "x", "condition": "throughput < 10k/s"}), 0, S)
+    assert (req.field, req.aggregate) == ("count", "per_second")
+    req = figure_request(Rule.from_dict({"name": "x", "condition": "batch_duration > trigger"}), 0, S)
+    assert (req.field, req.against, req.op, req.steady) == ("batch_ms", "trigger_ms", ">", True)
 
 
 def test_queries_bind_every_user_value_and_name_only_known_fields():

@@ -10,7 +10,7 @@ from alerts.evaluate import FIRING, OK, PENDING, RESOLVED
 from alerts.evaluator import AlertEvaluator
 from alerts.query import MetricReader
 from alerts.rules import Rule, parse_condition
-from alerts.run_query import QueryNow, status_now
+from collector.metrics.views import QueryNow, status_now
 from alerts.store import RuleStore
 from collector.influx import Point
 from collector.run_status import LOST_AFTER_S

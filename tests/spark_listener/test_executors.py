@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from alerts.figure_query import figure_query
+from alerts.figure_read import figure_request
 from alerts.figures import FIGURES, format_value
 from alerts.rules import Rule
+from collector.influx.figure_reads import figure_influxql
 from collector.testing import MemoryWriter
 from collector.vocabulary import SPARK_EXECUTORS, SPARK_TASK_FAILURES
 from spark_listener.executors import ExecutorState, ExecutorWatch, JobFailures, batch_failures, summarize
@@ -64,7 +65,7 @@ def test_a_stopped_context_ends_the_watch_quietly(caplog):
 
 def test_executors_lost_is_a_count_read_as_its_increase():
     rule = Rule.from_dict({"name": "lost", "condition": "executors_lost > 0", "job": "r1"})
-    q, params = figure_query(rule, 0, 10**9)
+    q, params = figure_influxql(figure_request(rule, 0, 10**9))
     assert 'spread("lost")' in q and f'FROM "{SPARK_EXECUTORS}"' in q and params["run"] == "r1"
     assert format_value(FIGURES["executors_lost"], 2.0) == "2"
     with pytest.raises(ValueError, match="cumulative"):
