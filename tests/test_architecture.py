@@ -274,3 +274,100 @@ def test_engine_parts_are_named_by_their_first_two_names():
 def test_a_cycle_is_found():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+# -- the metrics backend boundary (collector/metrics/) and the catalogue of figures (collector/catalogue.py)
+
+INFLUX = "collector.influx"
+#: Where a process picks its backend: the alerts' wiring point.
+INFLUX_WIRING = {"alerts/wiring.py"}
+#: Product files outside collector/influx/ that still import it, to be moved off it by their owners (issue 47,
+#: item 3): writers take `Point` and `PointSink` from `collector.metrics` and get their writer from one factory;
+#: the pages and exports read through a reader and catch `collector.metrics.backend.MetricsError`. The target is
+#: at most 5 importers in all; this set only shrinks.
+INFLUX_IMPORTERS_TO_MIGRATE = frozenset({
+    "collector/backpressure.py", "collector/graphite.py", "collector/points.py",                  # Point only
+    "collector/testing.py",                                                                       # line protocol check
+    "collector/query/bench_runs.py", "collector/query/panels.py", "collector/query/store.py",     # the pages' store
+    "spark_listener/executors.py", "spark_listener/listener.py", "spark_listener/monitor.py", "spark_listener/points.py",
+    "metrics_ui/alerts_banner.py", "metrics_ui/app.py", "metrics_ui/components.py", "metrics_ui/export.py",
+    "metrics_ui/pages/alerts.py", "metrics_ui/pages/compare.py", "metrics_ui/pages/job.py", "metrics_ui/pages/runs.py",
+    "metrics_ui/pages/step.py", "metrics_ui/query_compare.py", "metrics_ui/status_panels.py",
+    "marketspread/cli.py", "marketspread/demo.py", "marketspread/ingress.py", "marketspread/metrics_wiring.py",
+    "marketspread/replay.py", "marketspread/runner.py", "perf/perftest.py", "perf/record.py",
+    "perf/soak.py", "perf/spark_cluster.py",                                                     # moved from bench/
+})
+
+
+def influx_importers() -> list[str]:
+    """Return the product files outside collector/influx/ that import it (at any place in the file)."""
+    return sorted({imp.path for imp in all_imports() if not imp.path.startswith("collector/influx/")
+                   and any(t == INFLUX or t.startswith(INFLUX + ".") for t in imp.targets)})
+
+
+def test_influxdb_is_imported_only_where_a_backend_is_wired():
+    importers = influx_importers()
+    new = [p for p in importers if p not in INFLUX_WIRING | INFLUX_IMPORTERS_TO_MIGRATE]
+    assert not new, (f"{len(new)} product files import {INFLUX} ({len(importers)} in all): " + ", ".join(new)
+                     + "; use collector.metrics (Point, PointSink, MetricsReader, MetricsError)")
+    assert [p for p in importers if p.startswith("alerts/")] == sorted(INFLUX_WIRING)
+
+
+def test_the_backend_neutral_modules_import_no_backend():
+    problems = [f"{imp.path}:{imp.line}: imports {t}" for imp in all_imports()
+                if imp.path.startswith("collector/metrics/") or imp.path == "collector/catalogue.py"
+                for t in imp.targets if t == INFLUX or t.startswith(INFLUX + ".")]
+    assert not problems, _report("backend imports in backend-neutral modules", problems)
+
+
+CATALOGUE = "collector/catalogue.py"
+#: Files that still type Spark field names, to use the catalogue's FIELD_* constants (issue 47, item 2): the
+#: listener's writers, the executor source's map, the backpressure point, the pages' store. Only shrinks.
+FIELD_NAMES_TO_MIGRATE = frozenset({
+    "collector/backpressure.py", "collector/graphite.py", "collector/query/panels.py", "collector/query/query_runs.py",
+    "collector/query/spark_panels.py", "spark_listener/executors.py", "spark_listener/listener.py",
+    "spark_listener/points.py", "perf/soak.py",
+})
+#: Files where one of those words means something else.
+FIELD_WORDS_ELSEWHERE = {"marketspread/cli.py": "trigger_ms: the job's Config setting (--trigger-ms)"}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+
+
+def field_names_typed(source: str, names: frozenset[str]) -> list[tuple[int, str]]:
+    """Return (line, name) for each field name a string spells (whole, or quoted in a query); docstrings aside."""
+    tree = ast.parse(source)
+    quoted = re.compile(r'"(' + "|".join(sorted(map(re.escape, names))) + r')"')
+    skip = _docstrings(tree)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            if node.value in names:
+                found.add((node.lineno, node.value))
+            found.update((node.lineno, m) for m in quoted.findall(node.value))
+    return sorted(found)
+
+
+def test_spark_field_names_are_typed_only_in_the_catalogue():
+    from collector.catalogue import SPARK_FIELD_NAMES
+    problems = []
+    for path in product_files():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == CATALOGUE or rel in FIELD_NAMES_TO_MIGRATE or rel in FIELD_WORDS_ELSEWHERE:
+            continue
+        problems += [f"{rel}:{line}: {name!r}; use collector.catalogue's FIELD_* or its figures"
+                     for line, name in field_names_typed(path.read_text(), SPARK_FIELD_NAMES)]
+    assert not problems, _report("Spark field names typed outside collector/catalogue.py", problems)
+
+
+def test_the_field_scan_sees_literals_and_queries_not_docstrings():
+    names = frozenset({"watermark_delay_ms", "heap_used_bytes"})
+    src = ('"""Writes watermark_delay_ms."""\n'
+           'a = {"watermark_delay_ms": 1}\n'
+           "q = f'SELECT mean(\"heap_used_bytes\") FROM \"{M}\"'\n"
+           'ok = ("watermark_delay", "heap_used_bytes_x", FIELD_HEAP_USED_BYTES)\n')
+    assert field_names_typed(src, names) == [(2, "watermark_delay_ms"), (3, "heap_used_bytes")]
