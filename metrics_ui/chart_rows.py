@@ -21,6 +21,7 @@ from metrics_ui.components import only_changed
 #: Parts of a row: its frame, its toggle, the store of its state, the div its charts mount in,
 #: the store of their figures' digests.
 ROW, TOGGLE, OPEN, CHARTS, DIGESTS = "-row", "-toggle", "-open", "-charts", "-digests"
+_HIDDEN = {"display": "none"}
 #: What the address says when the user has folded every row.
 NONE = "none"
 
@@ -83,21 +84,26 @@ function(...opens) {
         prevent_initial_call=True)
 
 
-def graphs(row: str, figs: Mapping[str, object], digests: Mapping[str, str]) -> list:
+def graphs(row: str, figs: Mapping[str, object], digests: Mapping[str, str], ids: Sequence[str] = ()) -> list:
     """Return a row's charts as graphs made with their first figures, and the store of those figures' digests.
 
     The next answer sends a chart only when its figure changed, as a Patch of the one it holds.
+    `ids`: every chart the row can have; one without figures is an empty hidden graph, there only
+    for the row's figures callback, whose outputs must all exist.
     """
     if not figs:
         return []
-    return [*(dcc.Graph(id=graph, figure=fig) for graph, fig in figs.items()),
+    absent = [dcc.Graph(id=graph, style=_HIDDEN, config={"staticPlot": True}) for graph in ids if graph not in figs]
+    return [*(dcc.Graph(id=graph, figure=fig) for graph, fig in figs.items()), *absent,
             dcc.Store(id=row + DIGESTS, data=digests)]
 
 
-def make(row: str, parts: Mapping[str, tuple[object, Callable[[], object]]], scope: str) -> list:
-    """Return a row's charts made from `only_changed` entries by graph id, remembered for the next Patch."""
+def make(row: str, parts: Mapping[str, tuple[object, Callable[[], object]]], scope: str,
+         ids: Sequence[str] = ()) -> list:
+    """Return a row's charts made from `only_changed` entries by graph id, remembered for the next Patch
+    (`ids`: every chart the row can have, `graphs`)."""
     figs, digests = only_changed(parts, None, patch=tuple(parts), scope=scope, tick=False)
-    return graphs(row, dict(zip(parts, figs)), digests)
+    return graphs(row, dict(zip(parts, figs)), digests, ids)
 
 
 def mounted(is_open: object, make_charts: Callable[[], list], what: Iterable = ()) -> tuple[object, Callable[[], list]]:
@@ -112,17 +118,19 @@ def figures_callback(row: str, graph_ids: Sequence[str], parts_of: Callable[[dic
     """Register the callback that sends an open row's later figures to its mounted charts.
 
     `parts_of(window, run)` gives the `only_changed` entries by graph id (None: nothing to
-    send: InfluxDB failed, or the row's charts are not these). Its outputs exist only while
-    the row is open, and Dash calls it only then. A figure goes as a Patch on a refresh
-    tick, else whole.
+    send: InfluxDB failed), of some of `graph_ids` when a row has only some of its charts
+    (the others are hidden placeholders, `graphs`). Its outputs exist only while the row is
+    open, and Dash calls it only then. A figure goes as a Patch on a refresh tick, else whole.
     """
     @callback(*(Output(g, "figure") for g in graph_ids), Output(row + DIGESTS, "data"),
               Input(window, "data"), State(run, "data"), State(row + DIGESTS, "data"), prevent_initial_call=True)
     def refresh_row(win, run_id, digests):
         parts = parts_of(win, run_id) if isinstance(win, dict) and "empty" not in win else None
-        if parts is None or sorted(parts) != sorted(graph_ids):
+        if parts is None or not parts or not set(parts) <= set(graph_ids):
             return (no_update,) * (len(graph_ids) + 1)
-        changed, new = only_changed({g: parts[g] for g in graph_ids}, digests, patch=tuple(graph_ids), scope=scope,
+        shown = [g for g in graph_ids if g in parts]
+        changed, new = only_changed({g: parts[g] for g in shown}, digests, patch=tuple(shown), scope=scope,
                                     tick=bool(win.get("tick")))
-        return (*changed, new)
+        sent = dict(zip(shown, changed))
+        return (*(sent.get(g, no_update) for g in graph_ids), new)
     return refresh_row

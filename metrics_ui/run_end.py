@@ -1,4 +1,4 @@
-"""How the pages show a run's end: the runs table's status cell and the job page's panel at the top.
+"""How the pages show a run's end (the runs table's status cell, the job page's panel at the top) and its summary line.
 
 A failed run shows its exception's class and message (and on its page the trace lines that
 name the user's code), a lost one when its driver was last heard from, a stopped or finished
@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from dash import html
 
 from collector.query.run_ends import STATUS_LIVE
-from collector.query.series import RunInfo
+from collector.query.series import START_TO_END, RunInfo
 from collector.run_status import STATUS_FAILED, STATUS_FINISHED, STATUS_LOST, STATUS_STOPPED
 
 JOB_END = "job-end"
@@ -87,3 +87,19 @@ def end_panel(r: RunInfo | None) -> list:
     text = end_text(r)
     return [html.Div(html.P(text[0].upper() + text[1:], className="run-end-reason", id=JOB_END + "-reason"),
                      className=f"run-end run-end-{r.status}")] if text else []
+
+
+def summary(info: RunInfo, events: int, end_step: str) -> tuple[str, str, str]:
+    """Return the page's summary line and its throughput and latency charts' titles, by what the run records.
+
+    A run that times its events start-to-end counts them so; any other counts Spark's input rows
+    and gives its last step's latency.
+    """
+    end = end_text(info) or info.status
+    query = f"query {info.query_id} · " if info.query_id else ""
+    if end_step == START_TO_END:
+        return (f"{query}{events:,} events start-to-end in the range · {info.events:,} in the whole run · {end}",
+                "Throughput (start-to-end, per pipeline)", "Start-to-end latency (max over workers)")
+    return (f"{query}{info.events:,} input rows in the whole run · "
+            + (f"{events:,} through step {end_step} in the range · " if events else "") + end,
+            f"Throughput (step {end_step}, per query)", f"Latency of step {end_step} (max over workers)")

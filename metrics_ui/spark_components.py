@@ -2,11 +2,11 @@
 
 Each section is built from its typed view (collector/query/spark_panels.py) into a fixed
 frame of the page (`section_layout`): its heading, a table of the newest figures, then its
-charts in a row that folds (`chart_rows`), mounted while it is open. A section without data
-is left out for Market Spread's runs, and says "not reported by this query" for any other (a
-source that does not tell how far behind it is, an application without Spark's metrics
-sink): never an error. Names from the data (runs,
-sources, operators, executors) go in as text, never as markup.
+charts in a row that folds (`chart_rows`), mounted while it is open. What a run shows
+follows from the data it has, whatever the job: a section without data is left out (a query
+without state has no state section), and so is a chart without figures (no memory chart for
+an operator that reports none). Names from the data (runs, sources, operators, executors) go
+in as text, never as markup.
 """
 from __future__ import annotations
 
@@ -29,14 +29,14 @@ QUERY_STATE = "job-state"
 QUERY_EXECUTORS = "job-executors"
 #: The sections in page order, and each one's charts (graph id: `<section>-<chart>`).
 SECTIONS = (QUERY_BATCHES, QUERY_SOURCES, QUERY_STATE, QUERY_EXECUTORS)
-CHARTS = {QUERY_SOURCES: ("rates",), QUERY_BATCHES: ("duration",), QUERY_STATE: ("rows",),
+CHARTS = {QUERY_SOURCES: ("rates",), QUERY_BATCHES: ("duration", "input"), QUERY_STATE: ("rows", "memory", "late"),
           QUERY_EXECUTORS: ("heap", "gc")}
 #: The sections' time charts (a zoom on any of them sets the page's range).
 SECTION_GRAPHS = tuple(f"{s}-{chart}" for s in SECTIONS for chart in CHARTS[s])
-#: Each section's row of charts: its name in the page's address (`open=`) and its title.
-ROW_NAMES = {QUERY_BATCHES: "batches", QUERY_SOURCES: "sources", QUERY_STATE: "state", QUERY_EXECUTORS: "executors"}
-ROW_LABELS = {QUERY_BATCHES: "Batch duration against the trigger over time", QUERY_SOURCES: "Rows per source over time",
-              QUERY_STATE: "State rows and watermark delay over time", QUERY_EXECUTORS: "Heap and GC time over time"}
+#: Each section's row of charts: its title.
+ROW_LABELS = {QUERY_BATCHES: "Batch duration against the trigger, input rows per batch",
+              QUERY_SOURCES: "Input rate against processing rate, rows behind",
+              QUERY_STATE: "State rows and memory, rows dropped by the watermark", QUERY_EXECUTORS: "Heap and GC time over time"}
 HIDDEN = {"display": "none"}
 SOURCES_HEADER = ("source", "rows in range", "input rows/s\nover the range", "processed rows/s\nover batch time",
                   "rows behind\nnewest", "files behind\nnewest")
@@ -114,30 +114,24 @@ def _section(section: str, title: str, body: list, note: str | None = None) -> l
     return head + body
 
 
-def _not_reported(section: str, title: str, generic: bool, what: str) -> Section:
-    if not generic:
-        return Section(None)
-    return Section(_section(section, title, [html.P(f"{what}: not reported by this query", className="summary",
-                                                    id=f"{section}-summary")]))
-
-
-def sources_section(view: SourceView, frame: Frame, generic: bool) -> Section:
+def sources_section(view: SourceView, frame: Frame) -> Section:
     """Return the Sources section: each source's newest rates and rows behind, its rates and backlog over time."""
     if not view.latest:
-        return _not_reported(QUERY_SOURCES, "Sources", generic, "per-source figures")
+        return Section(None)
     rows = [[s.source, f"{s.rows:,}", fmt_count(s.input_rows_per_s, 1), fmt_count(s.processed_rows_per_s, 1),
              fmt_count(s.rows_behind), fmt_count(s.files_behind)] for s in view.latest]
     return Section(_section(QUERY_SOURCES, "Sources", [table(SOURCES_HEADER, rows, f"{QUERY_SOURCES}-table")],
                             note=SOURCES_NOTE),
                    {f"{QUERY_SOURCES}-rates": lambda: frame.axes(qf.sources_figure(
                        view.input_rate, view.processed_rate, view.behind,
-                       "Rows/s per source (processed dashed, behind dotted)"))})
+                       "Input rate against processing rate, rows/s (processed dashed, rows behind dotted)"))})
 
 
-def batches_section(view: QueryBatchView, frame: Frame, generic: bool) -> Section:
-    """Return the Batches section: duration against the trigger interval and the share of batches that overran it."""
+def batches_section(view: QueryBatchView, frame: Frame) -> Section:
+    """Return the Batches section: duration against the trigger interval, the share of batches that overran it,
+    and the rows each batch took in (Spark UI's Input Rows)."""
     if not view.batches:
-        return _not_reported(QUERY_BATCHES, "Batches", generic, "micro-batches")
+        return Section(None)
     if view.trigger_ms is None:
         summary = f"{view.batches:,} micro-batches in the range · no trigger interval: batches run back to back"
     else:
@@ -146,22 +140,41 @@ def batches_section(view: QueryBatchView, frame: Frame, generic: bool) -> Sectio
     return Section(_section(QUERY_BATCHES, "Batches", [html.P(summary, className="summary",
                                                               id=f"{QUERY_BATCHES}-summary")]),
                    {f"{QUERY_BATCHES}-duration": lambda: frame.axes(qf.batch_trigger_figure(
-                       view, "Batch duration vs trigger (share of batches over it: bars)"))})
+                       view, "Batch duration vs trigger (share of batches over it: bars)")),
+                    f"{QUERY_BATCHES}-input": lambda: frame.axes(qf.lines_figure(
+                        [view.input_rows], "Input rows per batch (largest dashed)", "rows", "rows per batch",
+                        dashed=[view.input_rows_max._replace(name=view.input_rows.name)],
+                        dashed_suffix=" (largest)"))})
 
 
-def state_section(view: StateView, frame: Frame, generic: bool) -> Section:
-    """Return the Stateful operators section: rows and memory held, rows dropped as late, the watermark's delay."""
+def state_section(view: StateView, frame: Frame) -> Section:
+    """Return the Stateful operators section: rows and memory held, rows dropped by the watermark, its delay.
+
+    Each chart is there when its figures are: an operator's memory, its dropped rows (Spark
+    reports them, 0 or more, for every stateful operator), the rows it holds or the watermark.
+    """
     delay = view.watermark_delay_ms.values
     if not view.operators and not delay:
-        return _not_reported(QUERY_STATE, "Stateful operators", generic, "state and watermark")
+        return Section(None)
     rows = [[o.operator, fmt_count(o.rows_total), fmt_bytes(o.memory_bytes), f"{o.late_rows:,}"]
             for o in view.operators]
     summary = f"watermark {fmt_ms(delay[-1])} behind the newest trigger" if delay else "no watermark"
     return Section(_section(QUERY_STATE, "Stateful operators", [
         html.P(summary, className="summary", id=f"{QUERY_STATE}-summary"),
         table(STATE_HEADER, rows, f"{QUERY_STATE}-table", empty="no stateful operator")]),
-        {f"{QUERY_STATE}-rows": lambda: frame.axes(qf.state_figure(
-            view, "State rows per operator (watermark delay dotted)"))})
+        _state_charts(view, frame))
+
+
+def _state_charts(view: StateView, frame: Frame) -> dict[str, Callable[[], object]]:
+    charts = {f"{QUERY_STATE}-rows": lambda: frame.axes(qf.state_figure(
+        view, "State rows per operator (watermark delay dotted)"))}
+    if any(s.values for s in view.memory):
+        charts[f"{QUERY_STATE}-memory"] = lambda: frame.axes(qf.lines_figure(
+            view.memory, "State memory per operator", "MiB", "memory (MiB)", scale=1024 * 1024, fmt=",.1f"))
+    if any(s.values for s in view.late):
+        charts[f"{QUERY_STATE}-late"] = lambda: frame.axes(qf.lines_figure(
+            view.late, "Rows dropped by the watermark per operator", "rows", "rows dropped (per bucket)"))
+    return charts
 
 
 def losses_line(view: ExecutorView) -> html.P | None:
@@ -180,7 +193,7 @@ def losses_line(view: ExecutorView) -> html.P | None:
     return html.P(text, className="summary", id=f"{QUERY_EXECUTORS}-losses")
 
 
-def executors_section(view: ExecutorView | None, frame: Frame, generic: bool) -> Section:
+def executors_section(view: ExecutorView | None, frame: Frame) -> Section:
     """Return the Executors section: heap, GC, CPU, tasks and shuffle of the run's Spark application,
     and the executors it lost."""
     losses = None if view is None else losses_line(view)
@@ -189,8 +202,7 @@ def executors_section(view: ExecutorView | None, frame: Frame, generic: bool) ->
             html.P(["Spark application ", html.Code(view.app_id)], className="summary",
                    id=f"{QUERY_EXECUTORS}-summary"), losses]))
     if view is None or not view.latest:
-        return _not_reported(QUERY_EXECUTORS, "Executors", generic,
-                             "executors (Spark's metrics system, relayed by the monitor)")
+        return Section(None)
     rows = [[e.executor, fmt_bytes(e.heap_used_bytes), fmt_bytes(e.heap_max_bytes), fmt_ms(e.gc_time_ms),
              fmt_ms(None if e.cpu_time_ns is None else e.cpu_time_ns / 1e6), fmt_count(e.running_tasks),
              fmt_bytes(e.shuffle_read_bytes), fmt_bytes(e.shuffle_write_bytes)] for e in view.latest]
@@ -236,4 +248,5 @@ def chart_parts(view, built: Section, frame: Frame) -> dict:
 
 def make_charts(section: str, view, built: Section, frame: Frame) -> list:
     """Return a section's charts made with their figures, remembered for the next refresh's Patch."""
-    return rows.make(section, chart_parts(view, built, frame), scope=f"job-{section}")
+    return rows.make(section, chart_parts(view, built, frame), scope=f"job-{section}",
+                     ids=[f"{section}-{chart}" for chart in CHARTS[section]])

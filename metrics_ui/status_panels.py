@@ -14,7 +14,6 @@ from collector.influx import InfluxError
 from collector.query.panels import BackpressureView, Marker
 from collector.query.ranges import TimeRange
 from collector.query.run_scope import RunScope
-from collector.query.series import MARKET_SPREAD_STEPS
 from metrics_ui import chart_rows as rows
 from metrics_ui import components as c
 from metrics_ui import figures
@@ -29,6 +28,7 @@ JOB_BAD = "job-bad-frames"
 JOB_MUTED = "job-muted"
 JOB_INGRESS_SUMMARY = "job-ingress-summary"
 JOB_INGRESS_BOX = "job-ingress"
+JOB_SPARK_BOX = "job-spark-box"       # the micro-batch phases: left out of a run with no batches in the range
 JOB_BP_ROW = "job-bp"                # rows of charts that fold (chart_rows): their parts are `<row>-row`, ...
 JOB_SPARK_ROW = "job-spark"
 JOB_INGRESS_ROW = "job-ingress"
@@ -71,7 +71,7 @@ def _opt_int(v) -> int | None:
 
 def step_order(window: dict) -> tuple:
     """Return the step order of the window's run (a query that records no steps: none)."""
-    return tuple(window.get("steps", MARKET_SPREAD_STEPS))
+    return tuple(window.get("steps", ()))
 
 
 def bp_parts(bp: BackpressureView, order: tuple, window: dict) -> tuple[dict, dict]:
@@ -171,7 +171,8 @@ def ingress_chart_parts(window: dict, run: str) -> dict | None:
 
 def spark_outputs(window, run, digests, spark_open=False, ingress_open=False):
     """Reload the Spark batch summary and the ingress' bad frames and muted time for the page's range;
-    make the charts of each row when it opens."""
+    make the charts of each row when it opens. The last two outputs hide the ingress and the batch
+    phases when the run has none in the range."""
     if not window or "empty" in window:
         why = (window or {}).get("empty", figures.NO_DATA)
         spark = rows.make(JOB_SPARK_ROW, {JOB_BATCHES: (why, lambda: figures.empty_figure(_BATCH_TITLE, why))},
@@ -179,22 +180,22 @@ def spark_outputs(window, run, digests, spark_open=False, ingress_open=False):
         ingress = rows.make(JOB_INGRESS_ROW, {JOB_BAD: (why, lambda: figures.empty_figure(_BAD_TITLE, why)),
                                               JOB_MUTED: (why, lambda: figures.empty_figure(_MUTED_TITLE, why))},
                             scope="job-ingress") if ingress_open else []
-        return spark, "", ingress, "", {}, None
+        return spark, "", ingress, "", {}, None, None
     try:
         store = c.store()
         status = status_read(window)
         batches = store.batch_view(scope(window, run), status, int(window["interval"]))
         ingress = store.ingress_view(scope(window, run), status, int(window["interval"]))
     except InfluxError:
-        return (dash.no_update,) * 6
+        return (dash.no_update,) * 7
     slowest = max(batches.slowest_ms.values, default=None)
     batch_summary = (f"{batches.batches:,} micro-batches in the range · slowest {slowest:,.0f} ms"
                      if batches.batches and slowest is not None else "no Spark progress in the range")
     reasons = ", ".join(f"{s.name} {int(sum(s.values)):,}" for s in ingress.bad_by_reason if sum(s.values))
     ingress_summary = (f"{ingress.bad_frames:,} bad frames set aside" + (f" ({reasons})" if reasons else "")
                        + f" · muted {ingress.muted_s:,.1f} s in {ingress.mute_episodes:,} episodes")
-    # the ingress is Market Spread's: any other query's page shows it only if one wrote figures
-    no_ingress = bool(window.get("generic")) and not ingress.muted_share.values and not ingress.bad_by_reason
+    # shown when the run's job has an ingress that wrote its figures (Market Spread's), as any other panel
+    no_ingress = not ingress.muted_share.values and not ingress.bad_by_reason
     changed, digests = c.only_changed({
         "batches": rows.mounted(spark_open, lambda: rows.make(
             JOB_SPARK_ROW, batch_chart_parts_of(batches, window), scope="job-spark")),
@@ -202,12 +203,13 @@ def spark_outputs(window, run, digests, spark_open=False, ingress_open=False):
         "ingress": rows.mounted(ingress_open and not no_ingress, lambda: rows.make(
             JOB_INGRESS_ROW, ingress_chart_parts_of(ingress, window), scope="job-ingress")),
         "ingress_summary": c.as_is(ingress_summary)}, digests, scope="job-spark")
-    return (*changed, digests, {"display": "none"} if no_ingress else None)
+    hidden = {"display": "none"}
+    return (*changed, digests, hidden if no_ingress else None, hidden if not batches.batches else None)
 
 
 
 
-def backpressure_panel(bp: BackpressureView, order=MARKET_SPREAD_STEPS) -> tuple:
+def backpressure_panel(bp: BackpressureView, order=()) -> tuple:
     """Return the backpressure table, the job graph and the two charts (the empty state when none was written)."""
     if not bp.latest and not bp.backlog:
         return backpressure_empty(c.BP_EMPTY, order)
@@ -219,7 +221,7 @@ def backpressure_panel(bp: BackpressureView, order=MARKET_SPREAD_STEPS) -> tuple
             busy.update_layout(height=height), backlog.update_layout(height=height))
 
 
-def backpressure_empty(message: str, order=MARKET_SPREAD_STEPS) -> tuple:
+def backpressure_empty(message: str, order=()) -> tuple:
     """Return the backpressure table, job graph and charts showing `message` instead of figures."""
     return (c.table(c.BP_HEADER, [], JOB_BP + "-table", empty=message), c.job_graph([], JOB_GRAPH + "-chain", order),
             figures.empty_figure(_BUSY_TITLE, message), figures.empty_figure(_BACKLOG_TITLE, message))

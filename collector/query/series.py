@@ -24,8 +24,9 @@ from collector.units import NS
 from collector.vocabulary import LATENCY, MARKET_SPREAD_STEPS, STEP_CHECK, STEP_E2E, STEP_INGRESS  # noqa: F401
 
 START_TO_END = STEP_E2E
-#: Market Spread's runs write no `steps`: a run with the `ingress` or `check_market_data` step is one of its runs.
-_MARKET_SPREAD_MARKS = (STEP_INGRESS, STEP_CHECK)
+#: The vocabulary's steps in pipeline order: a run's steps it did not declare sort by it (start-to-end,
+#: which spans them all, last), the others by when they were first seen.
+_PIPELINE_ORDER = tuple(s for s in MARKET_SPREAD_STEPS if s != START_TO_END)
 WALLAROO_PERCENTILES = (50.0, 95.0, 99.0, 99.9, 99.99)
 _DECODE_CACHE = 50_000
 
@@ -163,19 +164,19 @@ def step_rank(step: str, order: Sequence[str] = MARKET_SPREAD_STEPS) -> tuple[in
     return (order.index(step) if step in order else len(order), step)
 
 
-def is_market_spread(steps: Iterable[str]) -> bool:
-    """Return whether a run's latency steps are Market Spread's (which declares none)."""
-    return any(s in _MARKET_SPREAD_MARKS for s in steps)
+def counts_events(steps: Iterable[str]) -> bool:
+    """Return whether a run's throughput is its events timed start-to-end (the step a job records from its ingress
+    to its output), rather than Spark's input rows."""
+    return START_TO_END in steps
 
 
 def step_order(declared: Sequence[str], first_seen: Mapping[str, int]) -> tuple[str, ...]:
-    """Return a run's steps in the order its job declared them, else Market Spread's for its runs, else first seen.
-
-    Steps recorded but not declared follow, in the order they were first seen.
-    """
-    seen = sorted(first_seen, key=lambda s: (first_seen[s], s))
-    base = tuple(declared) if declared else (MARKET_SPREAD_STEPS if is_market_spread(first_seen) else ())
-    return tuple(dict.fromkeys((*base, *seen)))
+    """Return a run's steps in the order its job declared them, then the rest: the vocabulary's own steps in
+    pipeline order, the others as first seen, start-to-end last."""
+    def rank(s: str) -> tuple:
+        known = _PIPELINE_ORDER.index(s) if s in _PIPELINE_ORDER else len(_PIPELINE_ORDER)
+        return (s == START_TO_END, known, first_seen[s], s)
+    return tuple(dict.fromkeys((*declared, *sorted(first_seen, key=rank))))
 
 
 def last_step(declared: Sequence[str], first_seen: Mapping[str, int]) -> str | None:

@@ -3,7 +3,7 @@
 Each panel is one InfluxQL request (statements joined with `; `) aggregated by InfluxDB
 over the range shown, of measurements a query may not have written (`spark_source`,
 `spark_state`, `spark_executor`; schema: docs/METRICS.md): a run without them reads as an
-empty view, which the page hides or says is not reported. Every value from a user (run,
+empty view, which the page leaves out. Every value from a user (run,
 application id, times) is a bound parameter.
 """
 from __future__ import annotations
@@ -56,6 +56,8 @@ class QueryBatchView:
     slowest_ms: TimeSeries
     trigger: TimeSeries
     overrun_share: TimeSeries             # 0..1 per bucket
+    input_rows: TimeSeries = TimeSeries("rows per batch", (), ())        # mean rows per batch per bucket
+    input_rows_max: TimeSeries = TimeSeries("largest batch", (), ())     # the bucket's largest batch, in rows
 
     @property
     def share(self) -> float | None:
@@ -266,11 +268,13 @@ class SparkPanelStore(PanelStore):
         return SourceView(sorted(latest, key=lambda x: x.source), _series(per["in"]), _series(per["out"]), behind)
 
     def query_batch_view(self, run: str | RunScope, rng: TimeRange, interval_s: int) -> QueryBatchView:
-        """Return batch durations, the trigger and the share of batches that overran it, per `interval_s` bucket."""
+        """Return batch durations, the trigger, the share of batches that overran it and their input rows, per
+        `interval_s` bucket."""
         where, params = self._where(run, rng)
         series = self._optional(
             f'SELECT mean("batch_ms") AS "mean", max("batch_ms") AS "slowest", count("batch_ms") AS "batches", '
-            f'sum("overran") AS "overran", count("overran") AS "judged", max("trigger_ms") AS "trigger" '
+            f'sum("overran") AS "overran", count("overran") AS "judged", max("trigger_ms") AS "trigger", '
+            f'mean("input_rows") AS "rows", max("input_rows") AS "rows_max" '
             f'FROM "{SPARK_PROGRESS}" WHERE {where} GROUP BY time({int(interval_s)}s) fill(none)', params)
         rows = [r for s in series for r in s.rows()]
 
@@ -282,7 +286,8 @@ class SparkPanelStore(PanelStore):
         return QueryBatchView(sum(int(r["batches"] or 0) for r in rows), sum(int(r["overran"] or 0) for r in rows),
                               sum(int(r["judged"] or 0) for r in rows), max(triggers, default=None),
                               _one("mean batch", points("mean")), _one("slowest batch", points("slowest")),
-                              _one("trigger", points("trigger")), _one("overran", share))
+                              _one("trigger", points("trigger")), _one("overran", share),
+                              _one("rows per batch", points("rows")), _one("largest batch", points("rows_max")))
 
     def state_view(self, run: str | RunScope, rng: TimeRange, interval_s: int) -> StateView:
         """Return each stateful operator's rows, memory and late rows per bucket, and the watermark delay."""

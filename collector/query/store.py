@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from collector.bins import UiBin, ui_bins
+from collector.bins import UiBin, step_bins
 from collector.histogram import LatencyHistogram
 from collector.influx import RP_ROLLUP, InfluxClient, InfluxError
 from collector.points import INTERVAL_TAG, interval_label
@@ -35,7 +35,7 @@ from collector.query.resolution import BASE_S, ROLLUPS_S, bucket_of, missing, pl
 from collector.vocabulary import (BACKPRESSURE, LATENCY, RUNS, STEP_JOB, TAG_PIPELINE, TAG_RUN, TAG_RUN_ID, TAG_STEP,
                                   TAG_WORKER)
 from collector.query.series import (MARKET_SPREAD_STEPS, START_TO_END, WALLAROO_PERCENTILES, JobView, RunInfo, SeriesKey,
-                                    StepView, TimeSeries, group_stats, is_market_spread, last_step,
+                                    StepView, TimeSeries, counts_events, group_stats, last_step,
                                     merge_blobs, step_order, step_rank)
 
 RUN_SUMMARY_WINDOW_NS = 60 * NS          # the runs page's throughput and p99: a run's last minute
@@ -349,8 +349,8 @@ class MetricsStore(SparkPanelStore):
         return hist
 
     def bins(self, run: str | RunScope, step: str, rng: TimeRange) -> list[UiBin]:
-        """Return the Wallaroo UI bins of a step over a range (from its merged histogram: exact)."""
-        return ui_bins(self.step_histogram(run, step, rng))
+        """Return a step's latency ranges over a range (`step_bins`, from its merged histogram: exact)."""
+        return step_bins(self.step_histogram(run, step, rng))
 
     def step_filters(self, run: str, step: str) -> tuple[list[str], list[str]]:
         """Return the pipelines and workers a step of a run has data for."""
@@ -378,7 +378,7 @@ class MetricsStore(SparkPanelStore):
                 worker_rates[k.worker][t] += v
         workers = [group_stats(w, by_worker[w], [v / interval_s for v in worker_rates[w].values()])
                    for w in sorted(by_worker)]
-        return StepView(total.total_count, ui_bins(total), total,
+        return StepView(total.total_count, step_bins(total), total,
                         total.percentiles(WALLAROO_PERCENTILES), _rate_series(counts, lambda k: k.pipeline, interval_s),
                         workers, interval_s)
 
@@ -390,7 +390,7 @@ class _Shape:
     scope: RunScope
     lo: int
     hi: int
-    spark: bool                          # any query's run (rows/s), not Market Spread's (events/s)
+    spark: bool                          # counted by Spark's input rows (rows/s), not start-to-end (events/s)
     order: tuple[str, ...]
     end_step: str | None
 
@@ -412,7 +412,7 @@ def _shape(g: QuerySummary, seen: Mapping[str, int], before_ns: int | None) -> _
     ended = g.queries[0].ended_ns if g.queries else None
     scope = RunScope(g.run, g.run_id, g.query or None, lo, span_end(ended, g.next_start_ns)) \
         if g.run_id is not None else RunScope(g.run)
-    return _Shape(g, scope, lo, hi, not is_market_spread(seen), step_order(declared, seen), last_step(declared, seen))
+    return _Shape(g, scope, lo, hi, not counts_events(seen), step_order(declared, seen), last_step(declared, seen))
 
 
 def _run_end(g: QuerySummary | None, latency_end_ns: int | None, last_ns: int, now_ns: int) -> QueryEnd:

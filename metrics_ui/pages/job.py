@@ -1,9 +1,15 @@
-"""Job page: one run's pipelines, workers, steps, backpressure, Spark batches and ingress over one range.
+"""Job page: one run of any streaming query over one range, opening on what a Spark user checks first.
+
+It opens on the query's batches against the trigger with their input rows, and its input rate
+against its processing rate with the rows behind (open rows of charts); then its latency steps,
+backpressure, batch phases, state, executors and ingress. What a run shows follows from what
+it declares and the data it has, never from which job it is: a part without data is left out
+(no latency charts for a query that records no steps, no state charts without state).
 
 The range, refresh rate and open rows of charts live in the page's address (`?range=1h`,
 `?range=custom&from=...&to=...`, `&refresh=5`, `&open=sources,state`), so a view can be bookmarked
-and shared. Throughput and latency are always drawn; every other chart is in a row that folds
-(`chart_rows`), open by default only where a run is read first (`default_open`). Zooming the
+and shared. Throughput and latency are drawn for a run with steps; every other chart is in a row
+that folds (`chart_rows`), open by default only where a run is read first (`default_open`). Zooming the
 time axis of any chart makes that the page's range. The page arrives with its figures (`layout`
 runs the callbacks' functions).
 Then one callback resolves the range on each tick and reads the latency figures; the backpressure,
@@ -30,7 +36,7 @@ from metrics_ui import run_links as links
 from metrics_ui import spark_components as sc
 from metrics_ui import status_panels as sp
 from collector.query.panels import Marker
-from collector.query.series import MARKET_SPREAD_STEPS, START_TO_END
+from collector.query.series import START_TO_END
 from collector.query.ranges import RANGE_CUSTOM, TimeRange, check_name
 from collector.query.run_groups import pick_run, query_runs
 from collector.query.series import RunInfo
@@ -61,8 +67,11 @@ JOB_QUERY_DIGESTS = "job-query-digests"
 JOB_ROWS_URL = "job-rows-url"
 JOB_LATENCY = "job-latency"           # the latency charts, and below the tables through the last step:
 JOB_STEP_TABLES = "job-step-tables"   # hidden for a query that records no steps
+JOB_STEPS_BOX = "job-steps-box"       # the steps' table: hidden for a query that records no steps
+JOB_BP_BOX = "job-bp-box"             # backpressure: hidden for a run that wrote none
 #: The page's rows of charts in page order, by their name in the address (`open=sources,state`).
-ROWS = {"backpressure": sp.JOB_BP_ROW, "spark": sp.JOB_SPARK_ROW, **{sc.ROW_NAMES[s]: s for s in sc.SECTIONS},
+ROWS = {"batches": sc.QUERY_BATCHES, "sources": sc.QUERY_SOURCES, "backpressure": sp.JOB_BP_ROW,
+        "spark": sp.JOB_SPARK_ROW, "state": sc.QUERY_STATE, "executors": sc.QUERY_EXECUTORS,
         "ingress": sp.JOB_INGRESS_ROW}
 #: The charts over time always drawn; every other one is in a row. They share the page's range, and a
 #: zoom on any of them sets it.
@@ -100,9 +109,11 @@ def layout(run_id: str | None = None, **query) -> html.Div:
     bp = _filled(sp.backpressure_outputs(window, run, {}, is_open[sp.JOB_BP_ROW]),
                  sp.backpressure_empty(c.UNREADABLE)[:2] + ([], {}))
     spark = _filled(sp.spark_outputs(window, run, {}, is_open[sp.JOB_SPARK_ROW], is_open[sp.JOB_INGRESS_ROW]),
-                    ([], "", [], "", {}, None))
+                    ([], "", [], "", {}, None, None))
     sections = _filled(_query_outputs(window, run, {}, *(is_open[s] for s in sc.SECTIONS)),
                        (sc.HIDDEN, None, [], sc.HIDDEN) * len(sc.SECTIONS) + ({},))
+    first = {sc.QUERY_BATCHES, sc.QUERY_SOURCES}      # what a Spark user checks first, above the steps
+    section = {s: sc.section_layout(s, *sections[4 * i:4 * i + 4], is_open=is_open[s]) for i, s in enumerate(sc.SECTIONS)}
     disabled, interval = c.refresh_state(q.refresh, live)
     return html.Div([
         dcc.Store(id=JOB_RUN, data=run), dcc.Store(id=links.JOB_RUN_ID, data=spark_run),
@@ -118,16 +129,20 @@ def layout(run_id: str | None = None, **query) -> html.Div:
         c.page_controls(JOB_RANGE, q),
         html.Div(banner, id=JOB_BANNER),
         html.P(summary, id=JOB_SUMMARY, className="summary"),
+        *(section[s] for s in sc.SECTIONS if s in first),
         html.Div([dcc.Graph(id=JOB_THROUGHPUT, figure=throughput), dcc.Graph(id=JOB_PERCENTILES, figure=percentiles)],
                  className="grid2", id=JOB_LATENCY, style=_step_style(window)),
-        html.H3("Steps"), html.Div(steps, id=JOB_STEPS),
-        html.H3("Backpressure"), html.Div(bp[1], id=sp.JOB_GRAPH, className="job-graph"), html.Div(bp[0], id=sp.JOB_BP),
-        html.P(c.BUSY_NOTE, className="note", id=sp.JOB_BP + "-note"),
-        rows.row_layout(sp.JOB_BP_ROW, "Busy share and backlog per step", is_open[sp.JOB_BP_ROW], bp[2], grid=True),
-        html.H3("Spark micro-batches"), html.P(spark[1], id=sp.JOB_BATCH_SUMMARY, className="summary"),
-        rows.row_layout(sp.JOB_SPARK_ROW, "Batch phases and the slowest batch", is_open[sp.JOB_SPARK_ROW], spark[0]),
-        *(sc.section_layout(section, *sections[4 * i:4 * i + 4], is_open=is_open[section])
-          for i, section in enumerate(sc.SECTIONS)),
+        html.Div([html.H3("Steps"), html.Div(steps, id=JOB_STEPS)], id=JOB_STEPS_BOX, style=_step_style(window)),
+        html.Div([html.H3("Backpressure"), html.Div(bp[1], id=sp.JOB_GRAPH, className="job-graph"),
+                  html.Div(bp[0], id=sp.JOB_BP), html.P(c.BUSY_NOTE, className="note", id=sp.JOB_BP + "-note"),
+                  rows.row_layout(sp.JOB_BP_ROW, "Busy share and backlog per step", is_open[sp.JOB_BP_ROW], bp[2],
+                                  grid=True)],
+                 id=JOB_BP_BOX, style=_bp_style(window)),
+        html.Div([html.H3("Spark micro-batches"), html.P(spark[1], id=sp.JOB_BATCH_SUMMARY, className="summary"),
+                  rows.row_layout(sp.JOB_SPARK_ROW, "Batch phases and the slowest batch", is_open[sp.JOB_SPARK_ROW],
+                                  spark[0])],
+                 id=sp.JOB_SPARK_BOX, style=spark[6]),
+        *(section[s] for s in sc.SECTIONS if s not in first),
         html.Div([html.H3("Ingress"), html.P(spark[3], id=sp.JOB_INGRESS_SUMMARY, className="summary"),
                   rows.row_layout(sp.JOB_INGRESS_ROW, "Bad frames and muted time", is_open[sp.JOB_INGRESS_ROW], spark[2],
                                   grid=True)],
@@ -139,24 +154,29 @@ def layout(run_id: str | None = None, **query) -> html.Div:
 
 
 def default_open(window: dict | None) -> frozenset[str]:
-    """Return the rows open when the address names none: the one that says whether the run keeps up.
+    """Return the rows open when the address names none: those that say whether the run keeps up.
 
-    For any query its batches against the trigger (Spark's own backpressure), and its rows
-    per source when it records no latency steps (then the page's first charts); for Market
-    Spread's runs the busy share and backlog per step (Wallaroo's). The rest wait for a click.
+    For any run its batches against the trigger and its input rate against its processing
+    rate (Spark's own backpressure); and the busy share and backlog per step of a run that
+    records steps and writes their backpressure (Wallaroo's). The rest wait for a click.
     """
-    if window and window.get("generic"):
-        return frozenset({"batches", "sources"} if window.get("stepless") else {"batches"})
-    return frozenset({"backpressure"})
+    steps_bp = bool(window and window.get("backpressure") and not window.get("stepless"))
+    return frozenset({"batches", "sources"} | ({"backpressure"} if steps_bp else set()))
 
 
 def _step_style(window: dict | None) -> dict | None:
-    """Return the style of the charts and tables that follow the last step: hidden for a query with none.
+    """Return the style of the charts and tables of the steps: hidden for a query with none.
 
     Such a query (no `record_latency` or `timed_step`) shows what Spark reports instead: its
     batches against the trigger and its rows per source, open in their rows.
     """
     return sc.HIDDEN if window and window.get("stepless") else None
+
+
+def _bp_style(window: dict | None) -> dict | None:
+    """Return the style of the backpressure panel: hidden for a run known to have written no backpressure
+    (shown, with its message, when the run is unknown or InfluxDB unreadable)."""
+    return sc.HIDDEN if window and "empty" not in window and not window.get("backpressure") else None
 
 
 def _filled(outputs: tuple, defaults: tuple) -> tuple:
@@ -169,15 +189,15 @@ def _window(rng: TimeRange, interval: int, revision: str, markers: list[Marker],
     """Return what the panels need of the main callback's range and run, as the JOB_WINDOW store holds it.
 
     `tick` says the range came from a refresh (not the user's pick), so charts may go as a Patch.
-    `steps` is the run's step order, `generic` whether it is any query's run rather than Market
-    Spread's, `app` the Spark application whose executors it ran on.
+    `steps` is the run's step order, `stepless` whether it records none, `backpressure` whether it
+    wrote any, `app` the Spark application whose executors it ran on.
     """
     return {"start": rng.start_ns, "end": rng.end_ns, "interval": interval, "revision": revision,
             "status_end": status_end, "markers": [[m.time_ns, m.kind, m.text] for m in markers],
             "shown": [shown.start_ns, shown.end_ns], "tick": tick,
-            "steps": list(info.steps) if info else list(MARKET_SPREAD_STEPS),
-            "generic": bool(info and _generic(info)), "app": info.app_id if info else None,
-            "stepless": bool(info and _stepless(info)), "rates": list(_rate_span(rng.start_ns, status_end, info)),
+            "steps": list(info.steps) if info else [], "app": info.app_id if info else None,
+            "stepless": bool(info and _stepless(info)), "backpressure": bool(info and info.backpressure is not None),
+            "rates": list(_rate_span(rng.start_ns, status_end, info)),
             "scope": sp.scope_data(info.scope) if info else None}
 
 
@@ -190,14 +210,9 @@ def _rate_span(start_ns: int, end_ns: int, info: RunInfo | None) -> TimeRange:
     return TimeRange(start, end) if end > start else TimeRange(start_ns, end_ns)
 
 
-def _generic(info: RunInfo) -> bool:
-    """Return whether a run is any streaming query's (its figures from Spark's progress), not Market Spread's."""
-    return info.throughput_unit != "events/s"
-
-
 def _stepless(info: RunInfo) -> bool:
-    """Return whether a run is any query's that records no latency steps (no `record_latency`, `timed_step`)."""
-    return _generic(info) and info.last_step is None
+    """Return whether a run records no latency steps (no `record_latency`, `timed_step`)."""
+    return info.last_step is None
 
 
 def _unreadable(error: InfluxError) -> tuple:
@@ -284,17 +299,8 @@ def _job_outputs(run, choice, from_date, from_time, to_date, to_time, digests, u
     step_rows = c.stats_rows(view.steps)
     for row in step_rows:
         row[0] = dcc.Link(row[0], href=links.step_url(run, row[0], info.run_id))
-    summary = (f"{view.events:,} events start-to-end in the range · {info.events:,} in the whole run · "
-               f"{run_end.end_text(info) or info.status}")
-    throughput_title, latency_title = "Throughput (start-to-end, per pipeline)", "Start-to-end latency (max over workers)"
-    if _generic(info):
-        summary = (f"query {info.query_id or '—'} · {info.events:,} input rows in the whole run · "
-                   + (f"{view.events:,} through step {end_step} in the range · " if view.events else "")
-                   + (run_end.end_text(info) or info.status))
-        throughput_title = f"Throughput (step {end_step}, per query)"
-        latency_title = f"Latency of step {end_step} (max over workers)"
-    no_steps = ("no latency steps recorded by this query (record_latency, timed_step)"
-                if _stepless(info) else "no data yet for this run")
+    summary, throughput_title, latency_title = run_end.summary(info, view.events, end_step)
+    no_steps = "no data yet for this run"
     status_end = _status_range(rng, info.anchor_ns(now), info.live).end_ns
     shown = c.shown_range(rng, info.first_ns, status_end)
     frame = (shown, revision, markers)
@@ -352,14 +358,13 @@ def _frame(window: dict) -> sc.Frame:
 def _query_outputs(window, run, digests, *opens):
     """Reload the query's sources, batches against its trigger, stateful operators and executors for the range.
 
-    A section without data is left out (Market Spread) or says it is not reported (any other
-    query). Its charts are made here when its row is open (`opens`, in `sc.SECTIONS` order)
+    A section without data is left out. Its charts are made here when its row is open (`opens`, in `sc.SECTIONS` order)
     and it has some, with their figures; their later figures come from the row's
     `chart_rows.figures_callback`, to the same mounted graphs.
     """
     if not window or "empty" in window:
         return (*[sc.HIDDEN, None, [], sc.HIDDEN] * len(sc.SECTIONS), {})
-    frame, generic = _frame(window), bool(window.get("generic"))
+    frame = _frame(window)
     try:
         store = c.store()
         views = {section: _section_view(store, section, run, window) for section in sc.SECTIONS}
@@ -367,10 +372,10 @@ def _query_outputs(window, run, digests, *opens):
         return (dash.no_update,) * (4 * len(sc.SECTIONS) + 1)
     parts = {}
     for section, is_open in zip(sc.SECTIONS, opens):
-        view, built = views[section], sc.BUILDERS[section](views[section], frame, generic)
+        view, built = views[section], sc.BUILDERS[section](views[section], frame)
         made = tuple(built.charts)                  # which charts the section has: made again only when it changes
         parts[f"{section}:style"] = c.as_is(None if built.body is not None else sc.HIDDEN)
-        parts[f"{section}:body"] = ((view, generic), lambda b=built: b.body)
+        parts[f"{section}:body"] = (view, lambda b=built: b.body)
         parts[f"{section}:charts"] = rows.mounted(is_open and made, lambda v=view, b=built, sec=section: sc.make_charts(
             sec, v, b, frame), made)
         parts[f"{section}:row"] = c.as_is(None if made else sc.HIDDEN)
@@ -386,7 +391,7 @@ def _section_chart_parts(section: str):
         except InfluxError:
             return None
         frame = _frame(window)
-        return sc.chart_parts(view, sc.BUILDERS[section](view, frame, bool(window.get("generic"))), frame)
+        return sc.chart_parts(view, sc.BUILDERS[section](view, frame), frame)
     return parts_of
 
 
@@ -412,7 +417,8 @@ def refresh_backpressure(window, is_open, run, digests):
 
 @callback(Output(sp.JOB_SPARK_ROW + rows.CHARTS, "children"), Output(sp.JOB_BATCH_SUMMARY, "children"),
           Output(sp.JOB_INGRESS_ROW + rows.CHARTS, "children"), Output(sp.JOB_INGRESS_SUMMARY, "children"),
-          Output(sp.JOB_BATCHES + "-digests", "data"), Output(sp.JOB_INGRESS_BOX, "style"), Input(JOB_WINDOW, "data"),
+          Output(sp.JOB_BATCHES + "-digests", "data"), Output(sp.JOB_INGRESS_BOX, "style"), Output(sp.JOB_SPARK_BOX, "style"),
+          Input(JOB_WINDOW, "data"),
           Input(sp.JOB_SPARK_ROW + rows.OPEN, "data"), Input(sp.JOB_INGRESS_ROW + rows.OPEN, "data"),
           State(JOB_RUN, "data"), State(sp.JOB_BATCHES + "-digests", "data"), prevent_initial_call=True)
 def refresh_spark_and_ingress(window, spark_open, ingress_open, run, digests):
@@ -459,9 +465,11 @@ for _graph in ROW_GRAPHS:
 
 
 clientside_callback(c.URL_SYNC_JS, Output(JOB_URL, "data"), *c.url_sync_inputs(JOB_RANGE))
-clientside_callback("function(w) { const s = w && w.stepless ? {display: 'none'} : null; return [s, s]; }",
-                    Output(JOB_LATENCY, "style"), Output(JOB_STEP_TABLES, "style"), Input(JOB_WINDOW, "data"),
-                    prevent_initial_call=True)
+clientside_callback("""function(w) {
+    const hide = {display: 'none'}, s = w && w.stepless ? hide : null;
+    return [s, s, s, !w || w.empty || w.backpressure ? null : hide];
+}""", Output(JOB_LATENCY, "style"), Output(JOB_STEP_TABLES, "style"), Output(JOB_STEPS_BOX, "style"),
+                    Output(JOB_BP_BOX, "style"), Input(JOB_WINDOW, "data"), prevent_initial_call=True)
 
 
 def _url_banner(error) -> html.Div | None:

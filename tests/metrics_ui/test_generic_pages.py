@@ -20,6 +20,13 @@ def _rows(dash_duo, table: str) -> list[list[str]]:
         "  tr => Array.from(tr.querySelectorAll('td'), td => td.innerText.trim()));", table)
 
 
+def _names(dash_duo, graph: str) -> list[str]:
+    """Return the names of a drawn chart's series (once it has data)."""
+    _wait_traces(dash_duo, graph)
+    return dash_duo.driver.execute_script(
+        "return document.querySelector(arguments[0] + ' .js-plotly-plot').data.map(t => t.name);", "#" + graph)
+
+
 def _row(dash_duo, table: str, first: str) -> list[str]:
     dash_duo._wait_for(lambda _d: any(r and r[0] == first for r in _rows(dash_duo, table)), timeout=TIMEOUT,
                        msg=f"no row {first!r} in {table}")
@@ -40,13 +47,14 @@ def test_runs_and_job_pages_follow_any_query(dash_duo, ui_app, influx_client):
     assert row[6].endswith("sink") and row[6][0].isdigit(), row                  # p99 of the last declared step
     assert row[8].startswith(g.query_id[:8] + " / "), row
 
-    # job page: its steps in the declared order, sources, batches, state and executors drawn
+    # job page: its run id, its steps in the declared order, sources, batches, state and executors drawn
     dash_duo.find_element("#runs-table a[href^='/run/orders?run=']").click()
     dash_duo.wait_for_contains_text("#job-summary", f"query {g.query_id}", timeout=TIMEOUT)
+    assert dash_duo.driver.title == "Run · Spark streaming monitor"
+    assert dash_duo.find_element("#job-run-id-shown").text == "sr-3"                  # Spark's runId
     dash_duo._wait_for(lambda _d: [r[0] for r in _rows(dash_duo, "#job-steps-table")] == list(STEPS),
                        timeout=TIMEOUT, msg="steps not in the declared order")
-    nodes = dash_duo.find_elements("#job-graph .graph-node")
-    assert [n.get_attribute("data-step") for n in nodes] == list(STEPS)
+    assert not dash_duo.find_element("#job-bp-box").is_displayed()      # no backpressure written: no empty panel
     src = _row(dash_duo, "#job-sources-table", SOURCES[0])
     assert src[4] == "129" and _row(dash_duo, "#job-sources-table", SOURCES[1])[5] == "3", src
     dash_duo.wait_for_contains_text("#job-query-batches-summary", f"{g.overran:,} took longer than the 1,000 ms trigger",
@@ -55,17 +63,25 @@ def test_runs_and_job_pages_follow_any_query(dash_duo, ui_app, influx_client):
     assert op[1] == "2,029" and op[3] == f"{g.late_rows[OPERATORS[1]]:,}", op
     dash_duo.wait_for_contains_text("#job-executors-summary", APP, timeout=TIMEOUT)
     assert [r[0] for r in _rows(dash_duo, "#job-executors-table")] == list(EXECUTORS)
-    # batches against the trigger are drawn at once; the other rows' charts when the user opens them
+    # what a Spark user checks first is drawn at once, above the steps: batch duration against the trigger,
+    # input rows per batch, input rate against processing rate with the rows behind
     assert len(_wait_traces(dash_duo, "job-query-batches-duration")) == 4
-    assert not dash_duo.find_elements("#job-sources-rates") and not dash_duo.find_elements("#job-bp-busy")
-    for row in ("sources", "state", "executors"):
+    assert _names(dash_duo, "job-query-batches-input") == ["rows per batch", "rows per batch (largest)"]
+    assert len(_wait_traces(dash_duo, "job-sources-rates")) == 6
+    assert dash_duo.driver.execute_script(
+        "const ids = [...document.querySelectorAll('.dash-graph')].map(g => g.id);"
+        "return ids.indexOf('job-sources-rates') < ids.indexOf('job-throughput');")
+    assert not dash_duo.find_elements("#job-state-rows") and not dash_duo.find_elements("#job-bp-busy")
+    for row in ("state", "executors"):
         dash_duo.find_element(f"#job-{row}-toggle").click()
     dash_duo._wait_for(lambda d: d.current_url.endswith("&open=batches%2Csources%2Cstate%2Cexecutors"),
                        timeout=TIMEOUT, msg="the address does not name the open rows")
     for graph, traces in (("job-sources-rates", 6), ("job-query-batches-duration", 4), ("job-state-rows", 3),
-                          ("job-executors-heap", 6), ("job-executors-gc", 6), ("job-throughput", 1),
-                          ("job-percentiles", 3)):
+                          ("job-state-memory", 2), ("job-state-late", 2), ("job-executors-heap", 6),
+                          ("job-executors-gc", 6), ("job-throughput", 1), ("job-percentiles", 3)):
         assert len(_wait_traces(dash_duo, graph)) == traces, graph
+    late = dict(zip(_names(dash_duo, "job-state-late"), (sum(t["y"]) for t in _wait_traces(dash_duo, "job-state-late"))))
+    assert late == {op: g.late_rows[op] for op in OPERATORS}                   # rows dropped by the watermark
     assert not dash_duo.find_element("#job-ingress").is_displayed()            # Market Spread's ingress: none here
 
     # drawing the sections' charts leaves the range as it was; a zoom of one of them makes it the page's range
@@ -93,21 +109,26 @@ def test_runs_and_job_pages_follow_any_query(dash_duo, ui_app, influx_client):
     assert dash_duo.get_logs() == []
 
 
-def test_a_query_without_state_or_executors_says_so(dash_duo, ui_app, influx_client):
+def test_a_query_without_steps_state_or_executors_shows_nothing_empty(dash_duo, ui_app, influx_client):
     now = time.time_ns() // NS * NS
     g = generic_run("plain", now - 9 * NS, seconds=10, steps=(), operators=(), app="local-none", latency=False)
     influx_client.write([p for p in g.points if p.measurement != "spark_executor"])
     dash_duo.start_server(ui_app, port=free_port())
     dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/plain")
-    dash_duo.wait_for_contains_text("#job-executors-summary", "not reported by this query", timeout=TIMEOUT)
-    dash_duo.wait_for_element("#job-graph .graph-job", timeout=TIMEOUT)
-    assert not dash_duo.find_elements("#job-graph .graph-node")     # no steps recorded: no chain of steps
     dash_duo.wait_for_contains_text("#job-sources-table", SOURCES[1], timeout=TIMEOUT)
-    # no steps: no empty latency charts, but what Spark reports instead, drawn without a click
-    dash_duo.wait_for_contains_text("#job-steps", "no latency steps recorded by this query", timeout=TIMEOUT)
-    assert not dash_duo.find_element("#job-latency").is_displayed()
-    assert not dash_duo.find_element("#job-step-tables").is_displayed()
+    # no steps: no empty latency charts or tables, but what Spark reports instead, drawn without a click
     assert _wait_traces(dash_duo, "job-sources-rates") and _wait_traces(dash_duo, "job-query-batches-duration")
+    assert _wait_traces(dash_duo, "job-query-batches-input")
+    # the state section holds the watermark's delay alone: no empty memory or dropped-rows chart
+    dash_duo.find_element("#job-state-toggle").click()
+    assert _names(dash_duo, "job-state-rows") == ["watermark delay"]
+    assert not dash_duo.find_element("#job-state-memory").is_displayed()
+    assert not dash_duo.find_element("#job-state-late").is_displayed()
+    for part in ("#job-latency", "#job-steps-box", "#job-step-tables", "#job-bp-box", "#job-executors", "#job-ingress"):
+        assert not dash_duo.find_element(part).is_displayed(), part
+    text = dash_duo.find_element("body").text
+    for said in ("no latency steps", "not reported", "Pipelines", "Workers", "no data"):
+        assert said not in text, said
     assert dash_duo.get_logs() == []
 
 

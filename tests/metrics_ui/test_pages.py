@@ -284,6 +284,7 @@ def test_pages_arrive_with_their_figures(ui_app, ui_data):
     job, step, runs = (sys.modules[f"metrics_ui.pages.{m}"] for m in ("job", "step", "runs"))
     with ui_app.server.test_request_context("/"):
         done, live = job.layout(run_id=ui_data.done_run), job.layout(run_id=ui_data.live_run)
+        opened = job.layout(run_id=ui_data.done_run, open="backpressure")
         step_page = step.layout(run_id=ui_data.done_run, step="start-to-end")
         runs_page = runs.layout()
     traces = lambda fig: fig["data"] if isinstance(fig, dict) else fig.data  # noqa: E731 (a Patch-able figure: its dict)
@@ -292,7 +293,8 @@ def test_pages_arrive_with_their_figures(ui_app, ui_data):
     assert done[job.JOB_WINDOW].data["start"] < done[job.JOB_WINDOW].data["end"]
     from metrics_ui import status_panels as sp
     assert done[job.JOB_DIGESTS].data and done[sp.JOB_BP + "-digests"].data
-    assert done[sp.JOB_BP_BUSY].figure and sp.JOB_BATCHES not in done      # its open row made, a folded one not
+    assert opened[sp.JOB_BP_BUSY].figure and sp.JOB_BATCHES not in opened  # its open row made, a folded one not
+    assert sp.JOB_BP_BUSY not in done           # no backpressure written: its row is not opened (nor shown)
     assert f"{ui_data.done_totals['start-to-end']:,} events" in done[job.JOB_SUMMARY].children
     assert done[job.JOB_INTERVAL].disabled and done[job.JOB_LIVE].data is False
     assert not live[job.JOB_INTERVAL].disabled and live[job.JOB_LIVE].data is True
