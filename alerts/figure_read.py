@@ -30,25 +30,22 @@ from collector.vocabulary import SPARK_PROGRESS, TAG_APP, TAG_EXECUTOR, TAG_OPER
     TAG_RUN, TAG_SOURCE, TAG_STEP, TAG_WORKER
 
 from alerts.figures import level_of
-from alerts.rules import BACKLOG, BACKPRESSURE, FIGURE, LATENCY, THROUGHPUT, Rule
+from alerts.rules import FIGURE, LATENCY, Rule
 
 SETTLE_S = 5.0
 #: rule attribute -> tag, for the scope values a rule may name
 SCOPE_TAGS = (("job", TAG_RUN), ("query", TAG_QUERY), ("source", TAG_SOURCE), ("operator", TAG_OPERATOR),
               ("app", TAG_APP), ("executor", TAG_EXECUTOR), ("step", TAG_STEP), ("pipeline", TAG_PIPELINE),
               ("worker", TAG_WORKER))
-#: condition kind -> the catalogue figure it reads (a generic figure: its own name)
-_KIND_FIGURE = {LATENCY: "latency", THROUGHPUT: "throughput", BACKLOG: "backlog", BACKPRESSURE: "backpressure"}
 
 
 def figure_of(rule: Rule) -> tuple[Figure, str]:
     """Return the catalogue figure a rule reads and the level it reads it at."""
     cond = rule.condition
+    figure = CATALOGUE[cond.figure]
     if cond.kind == FIGURE:
-        figure = CATALOGUE[cond.metric]
         return figure, EXECUTOR if EXECUTOR in figure.fields else level_of(figure, rule.source, rule.operator)
-    figure = CATALOGUE[_KIND_FIGURE[cond.kind]]
-    return figure, STEPS if cond.kind in (LATENCY, THROUGHPUT) else JOB
+    return figure, STEPS if STEPS in figure.fields else JOB
 
 
 def figure_request(rule: Rule, start_ns: int, end_ns: int) -> FigureRequest:

@@ -91,6 +91,12 @@ class Condition:
         return LATENCY if self.metric.startswith("p") else self.metric
 
     @property
+    def figure(self) -> str | None:
+        """Return the catalogue figure the condition reads (`latency` for p99 ...); None for a run's status."""
+        kind = self.kind
+        return None if kind == STATUS else "latency" if kind == LATENCY else self.metric
+
+    @property
     def percentile(self) -> float | None:
         """Return the percentile of a latency condition (99.9 for p99.9), else None."""
         return float(self.metric[1:]) if self.kind == LATENCY else None

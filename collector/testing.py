@@ -1,10 +1,20 @@
-"""In-memory stand-ins for unit tests of code that produces metrics (no InfluxDB, no threads)."""
+"""In-memory stand-ins for unit tests of code that produces metrics (no InfluxDB, no threads).
+
+`MemoryWriter` keeps what a producer adds and checks each point is one InfluxDB's line
+protocol can carry; `MemoryBackend` (`collector.metrics.memory`) also answers the read
+interface, for tests of what reads the metrics back (the alerts).
+"""
 from __future__ import annotations
 
 import threading
 from typing import Iterable
 
-from collector.influx import Point, WriterStats, encode_lines, split_by_rp
+from collector.influx.lineproto import encode_lines
+from collector.metrics.backend import WriterStats
+from collector.metrics.memory import MemoryBackend
+from collector.metrics.point import Point, split_by_rp
+
+__all__ = ["MemoryBackend", "MemoryWriter"]
 
 
 class MemoryWriter:

@@ -144,6 +144,9 @@ def test_a_request_names_catalogue_fields_and_holds_user_values_in_its_scope_onl
     assert (req.field, req.aggregate) == ("count", "per_second")
     req = figure_request(Rule.from_dict({"name": "x", "condition": "batch_duration > trigger"}), 0, S)
     assert (req.field, req.against, req.op, req.steady) == ("batch_ms", "trigger_ms", ">", True)
+    assert [parse_condition(c).figure for c in ("p99 > 5ms", "throughput < 10k/s", "backlog > 1M",
+                                                 "backpressure > 50%", "rows_behind > 1M", "status = failed")] == [
+        "latency", "throughput", "backlog", "backpressure", "rows_behind", None]
 
 
 def test_queries_bind_every_user_value_and_name_only_known_fields():
