@@ -32,7 +32,7 @@ from alerts.store import RuleStore
 from collector.influx import InfluxClient, InfluxConfig
 from collector.settings import default_state_dir, env_values
 
-from metrics_ui import alerts_banner, components, compress, http_guard, plotly_bundle, polyfill
+from metrics_ui import alerts_banner, components, compress, http_guard, plotly_bundle, polyfill, prefetch
 from metrics_ui.auth import AuthConfig, check_bind
 from metrics_ui.auth import install as install_auth
 from metrics_ui.serve import ServeConfig, serve
@@ -114,6 +114,8 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
     if basic_plotly:
         # preloaded with the page's scripts; run once Dash's renderer has started and waits for the layout
         app.index_string = plotly_bundle.with_early_loading(app.index_string)
+    app.index_string = prefetch.with_preloads(app.index_string)
+    _without_dash_table(app)
     app.layout = html.Div([
         html.Header([dcc.Link(config.title, href="/", className="brand"),
                      dcc.Link("Runs", href="/", className="nav"),
@@ -124,10 +126,24 @@ def create_app(config: UiConfig | InfluxConfig | None = None) -> Dash:
         html.Main([alerts_banner.banner(config.refresh_ms), dash.page_container], className="content"),
     ])
     alerts_banner.register(app)
+    prefetch.install(app)
     http_guard.install_callback_check(server, lambda: app.callback_map)
     http_guard.install_callback_errors(server)
     _install_not_found(server)
     return app
+
+
+_DASH_TABLE_SCRIPT = re.compile(r'<script src="[^"]*/dash/dash_table/[^"]*"></script>\s*')
+
+
+def _without_dash_table(app: Dash) -> None:
+    """Leave out dash_table's script, which Dash puts in every page: no page here has a DataTable
+    (tables are `metrics_ui/table.py`'s), and it is 34 KB of script to evaluate on each load."""
+    scripts = app._generate_scripts_html
+
+    def generate() -> str:
+        return _DASH_TABLE_SCRIPT.sub("", scripts())
+    app._generate_scripts_html = generate
 
 
 def _page_patterns() -> list[re.Pattern]:
