@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.output import ROOT, add_record_flag, result_path, shown, write_result
-from bench.spark_cluster import job_bytes_read, start_cluster
+from perf.spark_cluster import job_bytes_read, start_cluster
 from engine.formats.log import read_consumed, read_head
 from engine.ingress.stats import read_stats
 from engine.formats.batch import read_committed

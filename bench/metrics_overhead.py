@@ -48,19 +48,14 @@ from collector.influx.server import InfluxServer
 from collector.samples import STEP_CHECK, STEP_E2E, STEP_INGRESS, STEP_SINK, STEP_SOURCE
 from perf import e2e
 from perf.exactness import ExactnessFigures
+from perf.metrics_pool import (BATCH_P99_FIGURE, BATCH_P99_MAX_RATIO, CPU_FIGURE, CPU_MAX_RATIO, P99_MAX_RATIO,
+                               THROUGHPUT_FIGURE, THROUGHPUT_MIN_RATIO)
 from perf.fleet import signals_ignored
 from perf.sysinfo import cpu_percent, git_info, machine_summary, session_usage
 
 ARMS = ("off", "on")                  # run order within odd pairs (even pairs: reversed)
 OFF_ARGS = ("--no-metrics",)          # on the ingress's and the job's command lines
-THROUGHPUT_MIN_RATIO = 0.98           # the requirement, reported (never enforced)
-P99_MAX_RATIO = 1.05                  # "within 5 %": metrics may add at most 5 % to p99
-BATCH_P99_MAX_RATIO = 1.03            # the monitor (listener, shipper, in-task recorders) on/off, as for any job
-BATCH_P99_FIGURE = "p99 batch duration, offset log to commit log (ms)"
-CPU_MAX_RATIO = 1.02                  # the requirement on CPU per million events, on/off
-CPU_FIGURE = "CPU s per million events (all processes)"
 DEFAULT_WARMUP = 20.0                 # seconds, both modes (see `configs`)
-THROUGHPUT_FIGURE = "processed events/s (commit to commit)"
 METRICS_WAIT = 30.0                   # seconds for a stopped run's points to be queryable
 _SUMS_QUERY = 'SELECT sum("count") FROM "latency" WHERE "run" = $run GROUP BY "step"'
 _RUN_POINTS_QUERY = 'SELECT count("count") FROM "latency" WHERE "run" = $run'

@@ -15,7 +15,7 @@ own left out.
    its last: events/s, CPU seconds per million events, fsyncs per second and per million
    events, the mean fsync, the share of its wall time spent in fsync, events per fsync.
 2. Per shard count N and cluster size W (a master and W 1-core workers on loopback,
-   bench/spark_cluster.py), in a fresh state folder: the ingress takes in the whole input
+   perf/spark_cluster.py), in a fresh state folder: the ingress takes in the whole input
    once (the same figures, recorded), stops; then `marketspread job --master spark://...
    --shards N --max-rows-per-batch B` drains the log, with Spark's event log on
    (SPARK_CONF_DIR; read back for every batch's `StreamingQueryProgress`). From the first
@@ -34,13 +34,10 @@ figures; 1 if a run broke or a result was not exact.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import shlex
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,13 +48,14 @@ from pathlib import Path
 import psutil
 
 from bench.output import ROOT, add_record_flag, result_path, shown, write_result
-from bench.spark_cluster import start_cluster
+from perf.spark_cluster import start_cluster
 from engine.formats.batch import read_committed
 from engine.formats.log import read_consumed, read_head
 from engine.ingress.stats import read_stats
 from engine.tools.generate import generate
 from perf.exactness import check_exactness
 from perf.fleet import Fleet, Proc, log_tail, marketspread_cmd, signals_ignored, wait_until
+from perf.scaling_figures import cpu_used, parse_strace_summary, per_million, phase_stats, progress_durations
 from perf.sysinfo import git_info, machine_summary
 
 JOB_READY = 240.0
@@ -66,10 +64,6 @@ DRAIN = 1800.0
 POLL = 0.05                        # seconds between looks at the log counters
 SETTLE = 0.5                       # seconds without a new record: the looping senders' last is logged
 CPU_POLL = 0.2                     # seconds between CPU readings of the process sessions
-PHASES = ("queryPlanning", "getBatch", "latestOffset", "walCommit", "commitOffsets", "addBatch",
-          "triggerExecution")
-PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
-_STRACE_ROW = re.compile(r"^\s*[\d.]+\s+([\d.]+)\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$")
 
 
 # --------------------------------------------------------------------------- records
@@ -126,53 +120,6 @@ class ScalingRun:
     expected: int
     first_difference: str | None
     loadavg_after: list[float] = field(default_factory=list)
-
-
-# --------------------------------------------------------------------------- pure parts
-
-def parse_strace_summary(text: str) -> dict[str, tuple[int, float]]:
-    """Return {syscall: (calls, seconds)} from `strace -c` output (the `total` row left out)."""
-    out = {}
-    for line in text.splitlines():
-        m = _STRACE_ROW.match(line)
-        if m and m.group(3) != "total":
-            out[m.group(3)] = (int(m.group(2)), float(m.group(1)))
-    return out
-
-
-def progress_durations(lines) -> list[tuple[int, dict[str, int]]]:
-    """Return (batchId, durationMs) of every query progress in a Spark event log's lines, by batch id."""
-    found = {}
-    for line in lines:
-        if PROGRESS_EVENT not in line:
-            continue
-        try:
-            p = json.loads(line)["progress"]
-            found[int(p["batchId"])] = {str(k): int(v) for k, v in (p.get("durationMs") or {}).items()}
-        except (ValueError, KeyError, TypeError):
-            continue
-    return sorted(found.items())
-
-
-def phase_stats(durations: list[dict[str, int]]) -> tuple[dict[str, float], dict[str, float]]:
-    """Return (median, mean) ms of each phase present, over the given batches' durationMs."""
-    med, mean = {}, {}
-    for ph in PHASES:
-        vals = [d[ph] for d in durations if ph in d]
-        if vals:
-            med[ph] = float(statistics.median(vals))
-            mean[ph] = round(statistics.fmean(vals), 2)
-    return med, mean
-
-
-def cpu_used(baseline: dict[int, float], last: dict[int, float]) -> float:
-    """CPU seconds used since `baseline` by the processes of `last` (one new since then: all its CPU)."""
-    return sum(max(0.0, cpu - baseline.get(pid, 0.0)) for pid, cpu in last.items())
-
-
-def per_million(value: float, events: int) -> float:
-    """Return `value` per million events."""
-    return value * 1e6 / events if events else float("nan")
 
 
 # --------------------------------------------------------------------------- measuring

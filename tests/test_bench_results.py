@@ -61,3 +61,10 @@ def test_the_citation_patterns_find_result_files():
     found += [n for n in NAMED.findall(text) if STAMPED.search(n) or n in fixed_names()]
     assert [n for n in found if "." in n] == ["e2e-latency-20261128T120000Z.json", "peers-20261128T032053Z.json",
                                               "soak.json"]
+
+
+def test_no_test_imports_bench():
+    """Benchmarks are commands; what a test exercises of theirs lives in perf/ (the product's perf package)."""
+    imports = re.compile(r"^\s*(?:from\s+bench(?:\.|\s)|import\s+bench\b)", re.M)
+    found = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "tests").rglob("*.py")) if imports.search(p.read_text())]
+    assert found == [], f"tests import bench/: {found}"

@@ -1,14 +1,16 @@
-"""bench/metrics_pool.py: the bootstrap interval, the verdicts, and the tool on result files."""
+"""perf/metrics_pool.py: the bootstrap interval and the verdicts; `python -m bench.metrics_pool` on result files."""
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from bench import metrics_pool
-from bench.output import ROOT
+from perf import metrics_pool
+
+ROOT = Path(__file__).resolve().parents[2]
 
 REQS = {(r.mode, r.figure): r for r in metrics_pool.REQUIREMENTS}
 CPU = REQS["latency", metrics_pool.CPU_FIGURE]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from bench.scaling import PROGRESS_EVENT, cpu_used, parse_strace_summary, per_million, phase_stats, progress_durations
+from perf.scaling_figures import PROGRESS_EVENT, cpu_used, parse_strace_summary, per_million, phase_stats, progress_durations
 
 STRACE_C = """\
 % time     seconds  usecs/call     calls    errors syscall

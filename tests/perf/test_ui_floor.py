@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import ui_floor
+from perf import ui_floor
 from collector.influx.server import free_port
 from metrics_ui import plotly_bundle
 

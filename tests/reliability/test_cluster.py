@@ -23,7 +23,7 @@ from engine.formats.batch import read_committed
 from tests.batch_files import result_tuples
 from engine.tools.generate import generate
 from engine.tools.sender import send_acknowledged
-from bench.spark_cluster import job_bytes_read, start_cluster
+from perf.spark_cluster import job_bytes_read, start_cluster
 
 from .harness import (ROOT, check_exact, drain, fleet_for, is_loopback, listening_sockets, log_tail,
                       start_ingress, start_job, stop_gracefully)

@@ -41,7 +41,7 @@ from engine.tools.generate import generate
 from .harness import (Proc, check_exact, drain, fleet_for, listening_sockets, log_tail, read_consumed,
                       session_members, start_ingress, start_job, start_sender, stop_gracefully, wait_until)
 from .test_cluster import _java
-from bench.spark_cluster import start_cluster
+from perf.spark_cluster import start_cluster
 from metrics_ui.spark_components import QUERY_EXECUTORS, Frame, executors_section
 
 RATE = 4_000                # messages/s per stream, looping over the files until the test stops the senders

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import soak
+from perf import soak
 
 from .harness import ROOT
 
