@@ -38,6 +38,7 @@ from pathlib import Path
 
 from collector.logpump import spawn_logged
 from collector.ports import free_port
+from collector.safe_delete import remove_tree
 from collector.settings import default_state_dir
 
 log = logging.getLogger(__name__)
@@ -227,7 +228,7 @@ class AlertmanagerServer:
                 if self._running() is None:
                     break
                 log.warning("Alertmanager (pid %d) ignored SIGTERM for %.0f s; killing it", pid, grace)
-        self._info_path.unlink(missing_ok=True)
+        remove_tree(self._info_path)
         self._proc = None
         return info is not None
 

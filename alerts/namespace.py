@@ -23,6 +23,8 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from collector.safe_delete import remove_tree
+
 NAMESPACE_FILE = "namespace.json"
 _ID_CHARS = 16                     # hex digits: 64 random bits, no collision between folders
 
@@ -72,7 +74,7 @@ def load_namespace(rules_path: Path) -> AlertNamespace:
         except FileExistsError:
             return _read(path)
         finally:
-            tmp.unlink(missing_ok=True)
+            remove_tree(tmp)
         return ns
     except OSError as e:
         raise ValueError(f"cannot read or create the alert namespace {path}: {e.strerror or e}") from None

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 from urllib.parse import urlencode, urlsplit
 
 from collector.influx.config import InfluxConfig
+from collector.influx.credentials import running_url
 from collector.influx.lineproto import Point, encode_lines, split_by_rp
 from collector.metrics.backend import MetricsError
 
@@ -114,9 +115,22 @@ class InfluxClient:
     def _conn(self) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
+            self._check_owner()
             cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
             conn = self._local.conn = cls(self._host, self._port, timeout=self.config.timeout)
         return conn
+
+    def _check_owner(self) -> None:
+        """Refuse a new connection for the state folder's credentials unless its own server runs there now.
+
+        Checked at each new connection, not only at the process' start: a dashboard left
+        running while its server is stopped must not hand the password to whatever takes
+        the port next. A kept-alive connection is to the server it was opened to.
+        """
+        owner = self.config.owner
+        if owner is not None and running_url(owner) != self.config.url.rstrip("/"):
+            raise InfluxError(f"the InfluxDB of {owner} is not running at {self.url}: its credentials are "
+                              "kept back (marketspread influxdb start)")
 
     def close(self) -> None:
         """Close this thread's connection (others close when their thread ends)."""

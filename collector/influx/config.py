@@ -42,6 +42,9 @@ class InfluxConfig:
     timeout: float = 10.0
     spool_max_bytes: int = DEFAULT_SPOOL_BYTES
     flush_s: float = DEFAULT_FLUSH_S     # how long a process' writer gathers points before sending
+    # The state folder whose own server the credentials were read for (never from the
+    # environment): a client sends them only while that server runs (`InfluxClient`).
+    owner: str | None = None
 
     def __post_init__(self):
         if not 0.0 <= self.flush_s <= MAX_FLUSH_S:          # also rejects nan, which would never send
@@ -55,6 +58,7 @@ class InfluxConfig:
         the port it runs on and, unless credentials are given, its admin's from its 0600 file.
         """
         values = env_values(cls, environ, prefix="MS_INFLUX_", names={"spool_max_bytes": "SPOOL_BYTES"})
+        values.pop("owner", None)
         values.update({k: v for k, v in overrides.items() if v is not None})
         config = cls(**values)._without_url_credentials()
         return config._with_project_credentials(environ, url_given="url" in values)
@@ -71,7 +75,8 @@ class InfluxConfig:
                 config.url.rstrip("/") != running:
             return config
         creds = load_credentials(credentials_path(state_dir))
-        return config if creds is None else replace(config, user=creds.user, password=creds.password)
+        return config if creds is None else replace(config, user=creds.user, password=creds.password,
+                                                    owner=str(state_dir))
 
     def as_env(self) -> dict[str, str]:
         """Return the `MS_INFLUX_*` variables that make `from_env` rebuild this config (for child processes)."""

@@ -15,6 +15,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from collector.safe_delete import remove_tree
+
 ADMIN_USER = "admin"
 FILE_NAME = "credentials.json"
 _MAX_BYTES = 4096                        # the file holds two short strings; anything bigger is not ours
@@ -114,5 +116,5 @@ def create_credentials(path: Path | str, user: str = ADMIN_USER) -> AdminCredent
     except FileExistsError:
         pass                                            # another start won: use its credentials
     finally:
-        tmp.unlink(missing_ok=True)
+        remove_tree(tmp)
     return load_credentials(path) or creds

@@ -53,6 +53,7 @@ from collector.names import check_name
 from collector.influx.limits import hard_open_files_limit, open_files_limit
 from collector.logpump import spawn_logged
 from collector.ports import free_port
+from collector.safe_delete import remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -371,8 +372,8 @@ class InfluxServer:
         return True
 
     def _cleanup(self) -> None:
-        self._pid_path.unlink(missing_ok=True)
-        self._info_path.unlink(missing_ok=True)
+        remove_tree(self._pid_path)
+        remove_tree(self._info_path)
         self._proc = None
 
     def status(self) -> InfluxStatus:

@@ -101,3 +101,31 @@ def test_the_default_port_taken_by_a_stranger_gets_no_credential(tmp_path):
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_a_running_process_keeps_its_credentials_back_once_the_folders_server_stops(tmp_path):
+    """A dashboard left running while `influxdb stop` frees the port: whatever takes it next gets no password."""
+    from collector.influx.server import InfluxServer, free_port
+    from collector.influx import InfluxError
+    server = InfluxServer(tmp_path, port=free_port())
+    server.start()
+    try:
+        cfg = InfluxConfig.from_env({"MS_STATE_DIR": str(tmp_path)})
+        client = InfluxClient(cfg)
+        assert cfg.password and client.ping()                   # the folder's own server: credentials go
+        password = cfg.password
+    finally:
+        server.stop()
+    client.close()                                              # the kept-alive connection went with the server
+    srv = _fake_server(server.port)
+    try:
+        with pytest.raises(InfluxError, match="not running"):
+            client.write([Point("m", {"k": "v"}, {"x": 1.0}, 1)])
+        assert not client.ping()
+        _talk(cfg, tmp_path / "spool")                          # a writer of the same config, as the dashboard's
+        assert InfluxClient(InfluxConfig(url=cfg.url)).ping()   # the stranger does answer on the port
+        for req in _Recorder.seen:
+            assert password.encode() not in req and b"authorization" not in req.lower()
+    finally:
+        srv.shutdown()
+        srv.server_close()
