@@ -17,13 +17,15 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from collector.catalogue import FIGURES as CATALOGUE, JOB, STEPS
 from collector.metrics.backend import MetricsReader
 from collector.vocabulary import BACKPRESSURE as BACKPRESSURE_MEASUREMENT
-from collector.vocabulary import (FIELD_COUNT, LATENCY, STEP_JOB, TAG_APP, TAG_EXECUTOR, TAG_OPERATOR, TAG_QUERY,
-                                  TAG_RUN, TAG_SOURCE, TAG_STEP)
+from collector.vocabulary import (FIELD_COUNT, LATENCY, TAG_APP, TAG_EXECUTOR, TAG_OPERATOR, TAG_QUERY, TAG_RUN,
+                                  TAG_SOURCE, TAG_STEP)
 
-from alerts.figures import AGE, EXECUTOR, FIGURES, LEVELS, OPERATOR, level_of
-from alerts.rules import BACKLOG, BACKPRESSURE, FIGURE, LATENCY as KIND_LATENCY, THROUGHPUT, Rule
+from alerts.figure_read import figure_of
+from alerts.figures import AGE, EXECUTOR, FIGURES, LEVELS, OPERATOR
+from alerts.rules import FIGURE, STATUS, Rule
 
 MAX_JOBS_LISTED = 20                  # a database may hold hundreds of runs: the newest are the likely ones
 NEW_JOB_FLAG = "--new-job"
@@ -71,20 +73,22 @@ def _tags(rule: Rule, keys) -> tuple[tuple[str, str], ...]:
 
 
 def needs(rule: Rule) -> tuple[Need, ...]:
-    """Return the points the rule's condition reads, one Need per field (both of `figure op figure`)."""
-    kind = rule.condition.kind
-    if kind in (KIND_LATENCY, THROUGHPUT):
-        return (Need(LATENCY, FIELD_COUNT, _tags(rule, (TAG_RUN, TAG_STEP)), rule.condition.metric),)
-    if kind in (BACKLOG, BACKPRESSURE):
-        return (Need(BACKPRESSURE_MEASUREMENT, None, _tags(rule, (TAG_RUN,)) + ((TAG_STEP, STEP_JOB),),
-                     rule.condition.metric),)
-    if kind != FIGURE or FIGURES[rule.condition.metric].aggregate == AGE:
+    """Return the points the rule's condition reads, one Need per field (both of `figure op figure`).
+
+    Where they are is where the catalogue writes the rule's figure: a step's intervals (any
+    `count`: each interval has one), the job's `backpressure` points, a Spark query's field.
+    """
+    cond = rule.condition
+    if cond.kind == STATUS or (cond.kind == FIGURE and FIGURES[cond.metric].aggregate == AGE):
         return ()                   # a run's status and its batch age: a run started is all they read
-    figure = FIGURES[rule.condition.metric]
-    level = EXECUTOR if EXECUTOR in figure.fields else level_of(figure, rule.source, rule.operator)
-    measurement, keys = LEVELS[level][:2]
-    names = (figure.name,) if rule.condition.against is None else (figure.name, rule.condition.against)
-    return tuple(Need(measurement, FIGURES[n].fields[level][0], _tags(rule, keys), n) for n in names)
+    figure, level = figure_of(rule)
+    lv = LEVELS[level]
+    if level == STEPS:
+        return (Need(lv.measurement, FIELD_COUNT, _tags(rule, (TAG_RUN, TAG_STEP)), cond.metric),)
+    if level == JOB:
+        return (Need(lv.measurement, None, _tags(rule, (TAG_RUN,)) + lv.where, cond.metric),)
+    names = (figure.name,) if cond.against is None else (figure.name, cond.against)
+    return tuple(Need(lv.measurement, CATALOGUE[n].fields[level][0], _tags(rule, lv.tags), n) for n in names)
 
 
 def missing_note(rule: Rule, need: Need) -> str:

@@ -16,7 +16,7 @@ from collector.metrics.point import Point
 from collector.metrics.views import FigureRequest, Heartbeat, HistoryRow, QueryNow, SeriesValue
 from collector.query.ranges import format_time
 from collector.vocabulary import (ALERT_EVENTS, ALERT_LEASE, ALERT_NOTIFICATIONS, FIELD_COUNT, LATENCY, RUNS,
-                                  TAG_NAMESPACE, TAG_RULE, TAG_RUN, TAG_STEP)
+                                  TAG_NAMESPACE, TAG_RULE, TAG_RUN)
 
 TAG_HOLDER = "holder"
 FIELD_STARTED_NS, FIELD_RELEASED = "started_ns", "released"

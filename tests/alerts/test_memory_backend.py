@@ -102,12 +102,13 @@ def test_a_namespace_has_one_leading_evaluator(backend, tmp_path):
     store.put(_rule("backlog", condition="backlog > 1k"))
     first = AlertEvaluator(store, b, b, interval_s=1.0, lease=True)
     second = AlertEvaluator(store, b, b, interval_s=1.0, lease=True)
-    for k in range(3):
+    first.evaluate_once(now)                                 # a candidate one cycle before the second
+    for k in range(1, 4):
         first.evaluate_once(now + k * NS)
         second.evaluate_once(now + k * NS)
     assert first.leads and not second.leads and second.leader.id == first.lease.holder
-    first.lease.release(now + 3 * NS)
-    second.evaluate_once(now + 4 * NS)
+    first.lease.release(now + 4 * NS)
+    second.evaluate_once(now + 5 * NS)
     assert second.leads
 
 
