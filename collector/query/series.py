@@ -58,7 +58,7 @@ class RunInfo:
     p99_ns: int | None
     backpressure: str | None          # OK / LOW / HIGH from `backpressure`, None if not written
     query_id: str | None = None       # Spark's query id (the newest query's, from `runs`)
-    throughput_unit: str = "events/s"  # "rows/s" for any other query: Spark's own inputRowsPerSecond
+    throughput_unit: str = "events/s"  # counted start-to-end (`counts_events`), else "rows/s": Spark's input rows
     last_step: str | None = START_TO_END   # the step whose p99 is `p99_ns` (None: no latency recorded)
     steps: tuple[str, ...] = MARKET_SPREAD_STEPS   # the run's steps in its job's order (`step_order`)
     app_id: str | None = None         # the Spark application the run's queries ran in

@@ -136,8 +136,8 @@ class MetricsStore(SparkPanelStore):
         collector/query/run_scope.py), or, for a job with `latency` points and no query runs
         (Market Spread's latency-only runs, older data), the job itself. Its status is how its
         `runs` row says it ended, or lost (collector/query/run_ends.py); a run without a row is
-        live while its points are fresh, else finished. Market Spread's runs count events and
-        events/s from their start-to-end latency within their span; any other query's throughput
+        live while its points are fresh, else finished. A run that records the start-to-end step (Market
+        Spread's do) counts events and events/s from that latency within its span; any other run's throughput
         is the rows of its batches that started in the last 60 s before its newest batch's end,
         over 60 s (over its length when shorter), its events the rows its sources gave, its p99
         that of its last step within its span.
@@ -299,7 +299,7 @@ class MetricsStore(SparkPanelStore):
         """Return the job page's tables and series for one run over a range.
 
         Steps follow the run's `order`; throughput, pipelines and the percentiles over
-        time are those of `end_step` (start-to-end for Market Spread, else its last step).
+        time are those of `end_step` (start-to-end when the run records it, else its last step).
         """
         step_rank_ = functools.partial(step_rank, order=tuple(order))
         hists = self._histograms(run, rng)

@@ -8,10 +8,10 @@ earlier run's name is marked `↳`. Two queries never share an entry, whatever t
 
 A run's status is live, finished, stopped, failed (with its exception's class and message, the
 whole of it in the tooltip) or lost (when its driver was last heard from): `run_end`.
-A run is Market Spread's (events/s and start-to-end p99 from its latency histograms) or any
-monitored streaming query's, listed by its name with its query id: its throughput is the rows of
-its batches that started in the 60 s before its newest batch's end, over 60 s (rows/s), its p99
-that of its last declared step.
+Any monitored streaming query's run is listed by its name with its query id: its throughput is
+the rows of its batches that started in the 60 s before its newest batch's end, over 60 s
+(rows/s), its p99 that of its last declared step; a run that records the start-to-end step (Market
+Spread's) gives events/s and the p99 of that step, from its latency histograms.
 
 Throughput and p99 cover a run's last minute, or, for a performance-test run, its measurement
 window (warm-up excluded), the same figures the compare page judges; performance-test runs
@@ -52,8 +52,8 @@ RUNS_HEADER = ("query", "status", "start (UTC)", "duration", "events",
                "backpressure", "query id\nrun id", "alerts firing")
 RUNS_NOTE = "runs-note"
 THROUGHPUT_NOTE = ("Throughput, last 60 s: for a query, the rows of its batches that started in the 60 s before its "
-                   "newest batch ended, divided by 60 s (by its length when it ran for less); for Market Spread, its "
-                   "start-to-end events in its last minute of data per second; for a performance test, over its "
+                   "newest batch ended, divided by 60 s (by its length when it ran for less); for a run that times its "
+                   "events start-to-end (Market Spread), those events in its last minute of data per second; for a performance test, over its "
                    "measurement window. A lost run said it was running and then went quiet for "
                    f"{LOST_AFTER_S:.0f} s: its driver was killed or lost.")
 #: Marks a query's earlier runs, listed under its newest.
@@ -111,7 +111,7 @@ def _ids(r: RunInfo):
 
 
 def _throughput(r: RunInfo) -> str:
-    """Return the run's throughput with its unit: Market Spread's events/s, any other query's rows/s
+    """Return the run's throughput with its unit: events/s for a run counted start-to-end, else rows/s
     (the rows of its last 60 s of batches / 60 s); one column holds both, so each cell names its own."""
     return "—" if r.throughput_eps is None else f"{c.fmt_rate(r.throughput_eps)} {r.throughput_unit}"
 
