@@ -3,7 +3,12 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
+from collector.aggregate import IntervalHistogram
+from collector.histogram import LatencyHistogram
 from collector.influx.lineproto import Point
+from collector.points import latency_point
 from collector.influx.server import free_port
 from collector.units import NS
 
@@ -146,4 +151,20 @@ def test_hostile_run_and_source_names_render_as_text(dash_duo, ui_app, influx_cl
     assert _row(dash_duo, "#job-state-table", f"0:{HOSTILE}")
     assert dash_duo.driver.execute_script("return window.__pwned === undefined")
     assert not dash_duo.find_elements("#job-sources-table script") and not dash_duo.find_elements("#runs-table script")
+    assert dash_duo.get_logs() == []
+
+
+def test_step_page_bins_reach_minutes_for_spark_scale_latencies(dash_duo, ui_app, influx_client):
+    now = time.time_ns() // NS * NS
+    g = generic_run("late", now - 9 * NS, seconds=10, steps=("sink",), latency=False)
+    seconds = np.array([0.5, 2, 10, 10, 40, 50, 50, 50], dtype=float)      # event-time latencies of a Spark job
+    hist = LatencyHistogram.from_values((seconds * NS).astype(np.int64))
+    influx_client.write(g.points + [latency_point(IntervalHistogram("late", "late", "sink", "host-a/p0", now - 5 * NS,
+                                                                    NS, hist))])
+    dash_duo.start_server(ui_app, port=free_port())
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/step/late/sink")
+    bars = _wait_traces(dash_duo, "step-bins")[0]
+    assert bars["x"][-5:] == ["≤ 1 s", "≤ 4 s", "≤ 16 s", "≤ 1 min", "> 1 min"], bars["x"]
+    assert [round(y, 1) for y in bars["y"][-5:]] == [12.5, 12.5, 25.0, 50.0, 0.0], bars["y"]
+    assert dash_duo.driver.title == "Step · Spark streaming monitor"
     assert dash_duo.get_logs() == []
