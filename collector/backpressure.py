@@ -2,20 +2,21 @@
 
 Flink reports, per task and per second, the share of wall time it was busy, backpressured
 (blocked on a full output) or idle, and calls a ratio <= 10 % OK, <= 50 % LOW, above HIGH.
-Here the two steps that can saturate are measured from what they already report:
+Here the parts that can saturate are measured from what they already report:
 
-- **job** (the Spark query): busy share = the part of a window covered by micro-batches
-  (trigger start to trigger start + batch duration), from the listener's progress records.
-  Nothing downstream pushes back on the job, so it has no backpressured share of its own.
+- **job** (any Spark query, `query_figures`): busy share = the part of a window covered by
+  micro-batches (trigger start to trigger start + batch duration), from the listener's
+  progress records, beside Spark's input and processing rates, the share of batches over
+  the trigger and the rows behind. Nothing downstream pushes back on a query; its
+  backpressured share is how much its source was held back by it, when the source tells
+  (Market Spread's ingress: its muted share), and then that share gives its status.
 - **ingress**: backpressured share = the part of a window its sockets were muted because
   the job's backlog was too large (`muted_seconds` of the `ingress` measurement).
 
-Status is Flink's: that of the *backpressured* share, i.e. how much of the window the
-ingress was held back by the job (muted). For the job that is the ingress' muted share
-when the caller knows it (None otherwise: status unknown). Busy share is reported beside
-it, not folded in: with a zero trigger interval Spark starts the next batch as soon as
-data waits, so a job that keeps up with a steady stream is ~100 % busy by design; read
-busy together with `backlog_growth_per_s` (> 0: falling behind).
+Busy share is reported beside the status, not folded in: with a zero trigger interval
+Spark starts the next batch as soon as data waits, so a job that keeps up with a steady
+stream is ~100 % busy by design; read busy together with `backlog_growth_per_s` (> 0:
+falling behind).
 """
 from __future__ import annotations
 
@@ -77,6 +78,12 @@ def status(share: float | None) -> str:
     return LOW if share <= LOW_MAX else HIGH
 
 
+def worse(a: str, b: str) -> str:
+    """The worse of two statuses (OK < LOW < HIGH)."""
+    order = (OK, LOW, HIGH)
+    return max(a, b, key=order.index)
+
+
 def busy_share(batches: Iterable[BatchTiming], start_ns: int, end_ns: int) -> float:
     """Return the share of [start_ns, end_ns) covered by the batches (overlaps counted once)."""
     if end_ns <= start_ns:
@@ -117,26 +124,6 @@ def backlog_growth(samples: Sequence[tuple[int, int]]) -> float | None:
     return (s[-1][1] - s[0][1]) / dt if dt > 0 else None
 
 
-def job_figures(batches: Sequence[BatchTiming], end_ns: int, window_s: float = WINDOW_S,
-                not_before_ns: int | None = None, backlogs: Sequence[tuple[int, int]] = (),
-                ingress_muted_share: float | None = None) -> BackpressureFigures:
-    """Compute the job's figures over the `window_s` seconds before `end_ns`.
-
-    The window starts no earlier than `not_before_ns` (the query's start: time before it
-    is not the job's). `backlogs` are (ts_ns, backlog) samples; those in the window give
-    the growth, the latest the backlog. `ingress_muted_share`, when known, is reported as
-    the job's backpressured share and gives its status.
-    """
-    start = end_ns - int(window_s * NS)
-    if not_before_ns is not None:
-        start = max(start, not_before_ns)
-    busy = busy_share(batches, start, end_ns)
-    recent = [b for b in backlogs if start <= b[0] <= end_ns]
-    backlog = max(recent)[1] if recent else None
-    return BackpressureFigures(busy, ingress_muted_share, 1.0 - busy, backlog, backlog_growth(recent),
-                               status(ingress_muted_share))
-
-
 class QueryBatch(Protocol):
     """What a query's backpressure needs of a batch (spark_listener's `BatchProgress` has it)."""
 
@@ -157,7 +144,7 @@ class QueryBatch(Protocol):
 
 
 def query_figures(batches: Sequence[QueryBatch], end_ns: int, trigger_ms: int | None, window_s: float = WINDOW_S,
-                  not_before_ns: int | None = None) -> BackpressureFigures:
+                  not_before_ns: int | None = None, held_back_share: float | None = None) -> BackpressureFigures:
     """Compute any query's figures over the `window_s` seconds before `end_ns`, as Spark users read them.
 
     A query falls behind when its batches overrun the trigger interval (Spark's own
@@ -168,6 +155,13 @@ def query_figures(batches: Sequence[QueryBatch], end_ns: int, trigger_ms: int | 
     rate above its processing rate, or (no trigger: batches back to back, where the two
     rates are equal by construction) busy for `BUSY_SATURATED` of the window. Rates are Spark's definitions over the window: input rows per second of wall
     time, and rows per second of batch time.
+
+    `held_back_share`: the share of the window the query's source was held back by it, when
+    the source tells (Market Spread's ingress mutes its sockets while the job's backlog is
+    too large). It is the query's backpressured share and, being measured, replaces the
+    inference from growth: the status is the worse of its own and the overrun's. A job
+    whose batches run back to back is ~100 % busy by design and its rows behind move up
+    and down each batch, so the inference would flap where the source says it is fine.
     """
     start = end_ns - int(window_s * NS)
     if not_before_ns is not None:
@@ -184,9 +178,11 @@ def query_figures(batches: Sequence[QueryBatch], end_ns: int, trigger_ms: int | 
     growth = backlog_growth(behind)
     state = status(overrun)
     saturated = busy >= BUSY_SATURATED or (input_rate or 0) > (processed_rate or float("inf"))
-    if saturated and (growth or 0) > 0:
+    if held_back_share is not None:
+        state = worse(state, status(held_back_share))
+    elif saturated and (growth or 0) > 0:
         state = HIGH
-    return BackpressureFigures(busy, None, 1.0 - busy, max(behind)[1] if behind else None, growth, state,
+    return BackpressureFigures(busy, held_back_share, 1.0 - busy, max(behind)[1] if behind else None, growth, state,
                                input_rate, processed_rate, overrun)
 
 

@@ -1,8 +1,7 @@
-"""Wire the collector into the job's processes: the InfluxDB writer and ingress metrics."""
+"""Wire the collector into the job's processes: the InfluxDB writer, ingress metrics and the job's monitor adapter."""
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import threading
 import time
@@ -26,6 +25,7 @@ from engine.formats.log import read_head
 from engine.ingress.stats import read_stats
 
 if TYPE_CHECKING:                        # the ingress process imports this module too: no Spark-side imports
+    from engine.config import Config
     from engine.spark.rescale import Rescale
 
 log = logging.getLogger(__name__)
@@ -189,32 +189,41 @@ class Throttled:
         return self._value
 
 
-def attach_listener(spark, run: str, writer, log_dir: Path, state_folder: Path):
-    """Add the metrics listener to a session (before the query starts); return it.
+def job_adapter(run: str, log_dir: Path, state_folder: Path):
+    """What the Market Spread job adds of itself to the monitor (spark_listener.JobAdapter).
 
-    `state_folder`: the job's shard state snapshots (the state size figures)."""
-    from spark_listener import SparkMetricsListener  # lazy: pyspark; the ingress process imports this module
-    from engine.spark.job import QUERY_NAME  # lazy: pyspark and pandas, as above
+    Its runs are the state folder's (`run`, which the shipper's latency points carry too);
+    its source reports no latest offset, so the ingress log's `head` gives the rows behind;
+    the ingress' muted share is how much the job held its input back; the job's tasks keep
+    their state in shard snapshots under `state_folder`, outside Spark's state store.
+    """
+    from spark_listener import JobAdapter  # lazy: pyspark; the ingress process imports this module
     from engine.spark.shard_state import state_size  # lazy: with the job, as above
-    sc = spark.sparkContext
-    # the runs point names the application (its executors' figures) and the steps in the job's order
-    info = {"app_id": str(sc.applicationId), "app_name": str(sc.appName), "steps": json.dumps(list(STEPS))}
-    listener = SparkMetricsListener(run, writer, QUERY_NAME, muted_share_fn=IngressMutedShare(log_dir),
-                                    latest_offset_fn=lambda: read_head(log_dir),
-                                    state_size_fn=Throttled(lambda: state_size(state_folder)),
-                                    query_info_fn=lambda _query_id: (None, info)).start()
-    spark.streams.addListener(listener)
-    return listener
+    return JobAdapter(run=run, latest_offset=lambda: read_head(log_dir), held_back_share=IngressMutedShare(log_dir),
+                      state_size=Throttled(lambda: state_size(state_folder)), steps=tuple(STEPS))
 
 
-def watch_executors(spark, run: str, writer):
-    """Start writing the application's executors (active, lost) and failed tasks per batch; return the watch."""
-    from spark_listener.executors import ExecutorWatch  # lazy: with the job, as above
-    return ExecutorWatch(spark.sparkContext, run, writer).start()
+def attach_monitor(spark, run: str, writer, cfg: "Config"):
+    """Attach the product's monitor to the job's session (before the query starts), as any job's; return it."""
+    return _attach(spark, run, writer, cfg.log_dir, cfg.shard_state_dir, cfg.state_dir)
 
 
-def detach_listener(spark, listener) -> None:
-    """Wait for the query's last events, then remove and stop the listener."""
-    listener.wait_terminated(10)      # the last progress and the termination come after stop()
-    spark.streams.removeListener(listener)
-    listener.stop()
+def attach_listener(spark, run: str, writer, log_dir: Path, state_folder: Path):
+    """`attach_monitor` by the job's folders (the ingress log is `<state folder>/ingress`)."""
+    return _attach(spark, run, writer, Path(log_dir), Path(state_folder), Path(log_dir).parent)
+
+
+def _attach(spark, run: str, writer, log_dir: Path, state_folder: Path, state_dir: Path):
+    """The monitor with the job's adapter and writer.
+
+    The job's process evaluates the alert rules itself (marketspread/runner.py), so the
+    monitor does not; its task-sample spool is under the job's state folder.
+    """
+    from spark_listener.monitor import monitor  # lazy: pyspark, as above
+    return monitor(spark, adapter=job_adapter(run, log_dir, state_folder), writer=writer, state_dir=state_dir,
+                   spool_dir=state_dir / "task-samples", alerts=False)
+
+
+def detach_listener(spark, monitor) -> None:
+    """Stop the job's monitor: the query's last events written, its run ended, its executors' last figures."""
+    monitor.stop()

@@ -26,8 +26,7 @@ from engine.storage.diskspace import describe_free, full_path, is_disk_full
 from engine.storage.retention import RetentionPolicy
 from marketspread.retention_worker import RetentionWorker
 from engine.storage.safe_delete import refuse_linked_folders
-from marketspread.metrics_wiring import (attach_listener, detach_listener, open_writer, rescale_point,
-                                         watch_executors)
+from marketspread.metrics_wiring import attach_monitor, open_writer, rescale_point
 from marketspread.progress import ConsumedOffsetListener
 
 log = logging.getLogger(__name__)
@@ -139,18 +138,17 @@ def _serve(cfg: Config, duration: float | None, forward: str | None, influx: Inf
     policy = RetentionPolicy.from_settings(cfg.log_retention, cfg.results_retention, cfg.results_retention_bytes)
     spark = build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui,
                           checkpoint_batches=cfg.checkpoint_batches)
-    shipper = writer = listener = alerts = executors = None
+    shipper = writer = monitor = alerts = None
     if cfg.metrics:
         run = run_id_for(cfg.state_dir)
         writer = open_writer(cfg.state_dir, "job", influx, background=True)
         writer.add([rescale_point(run, r) for r in rescales])
         shipper = MetricsShipper(cfg.out_dir, run, writer, tasks=cfg.shards).start()
-        listener = attach_listener(spark, run, writer, cfg.log_dir, cfg.shard_state_dir)
-        executors = watch_executors(spark, run, writer)
+        monitor = attach_monitor(spark, run, writer, cfg)
         alerts = start_evaluator(cfg.state_dir, writer, client=InfluxClient(influx), settings=alerts_settings)
     bytes_read = spark.sparkContext.accumulator(0) if cfg.count_bytes_read else None
     first_consumed = read_consumed(cfg.log_dir)
-    query = start_query(spark, cfg, listener, consumed=ConsumedOffsetListener(str(cfg.log_dir), None),
+    query = start_query(spark, cfg, monitor, consumed=ConsumedOffsetListener(str(cfg.log_dir), None),
                         bytes_read=bytes_read)
     log.info("job started on %s: log %s, results %s, checkpoint %s", cfg.master, cfg.log_dir,
              cfg.out_dir, cfg.checkpoint_dir)
@@ -184,10 +182,8 @@ def _serve(cfg: Config, duration: float | None, forward: str | None, influx: Inf
     finally:
         stop_query(spark, query)
         retention.stop()
-        if executors is not None:
-            executors.stop()
-        if listener is not None:
-            detach_listener(spark, listener)
+        if monitor is not None:
+            monitor.stop()
         if forwarder is not None:
             forwarder.stop()
         if alerts is not None:

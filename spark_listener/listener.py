@@ -25,13 +25,14 @@ stable across restarts from one checkpoint) and `run_id` (Spark's runId, one per
   `error_class`, `error_message`, `error_trace`: failure.py), `end_ns`, `batches`,
   `events`, so InfluxDB keeps one row per query run (collector/run_status.py). Runs
   still open when the listener is told so (`end_open_runs`) or finds its session gone
-  (`alive_fn`) end stopped, or failed with the reason given.
-- `backpressure` (tags run, step="job", query_id, run_id), at each batch's end: `busy_share`, `idle_share`,
-  `backlog`, `backlog_growth_per_s` over the last 10 s and `status` from the busy share
-  (`collector.backpressure`; the listener cannot see the ingress' muted share, so it
-  writes no `backpressured_share`).
+  (`SessionHooks.alive`) end stopped, or failed with the reason given.
+- `backpressure` (tags run, step="job", query_id, run_id), at most once a second of batch
+  time: `busy_share`, `idle_share`, `backlog` (rows behind), `backlog_growth_per_s`,
+  Spark's input and processing rates and `overrun_share` over the last 10 s, and `status`
+  (`collector.backpressure.query_figures`); with the job adapter's `held_back_share`
+  (spark_listener/adapter.py) also `backpressured_share`, which then gives the status.
 
->>> listener = SparkMetricsListener("run-1", writer, QUERY_NAME).start()
+>>> listener = SparkMetricsListener("run-1", writer).start()
 >>> spark.streams.addListener(listener)      # before the query starts: sees its start
 >>> ...
 >>> listener.wait_terminated(10); spark.streams.removeListener(listener); listener.stop()
@@ -43,14 +44,17 @@ import queue
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Mapping
 
 from collector.background import lower_thread_priority
-from collector.backpressure import STEP_JOB, WINDOW_S, backpressure_point, job_figures, query_figures
+from collector.backpressure import STEP_JOB, WINDOW_S, backpressure_point, query_figures
 from collector.influx import Point
 from collector.run_status import (FIELD_LAST_SEEN_NS, FIELD_STATUS, HEARTBEAT_S, STATUS_FAILED, STATUS_RUNNING,
                                   STATUS_STOPPED)
 from collector.vocabulary import RUNS, TAG_QUERY, TAG_QUERY_ID, TAG_RUN, TAG_RUN_ID
 
+from spark_listener.adapter import NO_ADAPTER, JobAdapter
 from spark_listener.events import JsonEventsListener
 from spark_listener.failure import FailureReason, parse_failure
 from spark_listener.points import progress_point, source_points, state_points
@@ -59,6 +63,49 @@ from spark_listener.records import (BatchProgress, OpenRunsEnd, QueryEnd, QueryS
 
 log = logging.getLogger(__name__)
 
+
+@dataclass(frozen=True)
+class ListenerOptions:
+    """How the listener runs.
+
+    `query_name`: follow only queries of that name; once a start of such a query was
+    seen, progress of other runs (late events of an earlier query) is ignored.
+    `max_pending`: records queued before the callbacks drop and count (`dropped`).
+    `window_s`: the backpressure figures' window; `backpressure_every_s`: at most one
+    `backpressure` point per that much batch time (at 25 batches a second, recomputing the
+    window for every batch cost the driver ~2 % of a core: docs/PERFORMANCE.md, "Design
+    decisions": the listener's consumer). `poll_s`: how often the consumer converts what
+    is queued; `heartbeat_s`: how often it rewrites each open run's `last_seen_ns`.
+    """
+    query_name: str | None = None
+    max_pending: int = 10_000
+    window_s: float = WINDOW_S
+    backpressure_every_s: float = 1.0
+    poll_s: float = 0.25
+    heartbeat_s: float = HEARTBEAT_S
+
+
+@dataclass(frozen=True)
+class SessionHooks:
+    """What the listener asks of the session it follows (the monitor's, spark_listener/monitor.py), each optional.
+
+    `query_info(query_id)`: (trigger ms or None, extra `runs` fields), once per query run,
+    from the consumer thread. `batch_points(progress)`: more points for a batch (the task
+    latency samples of a committed batch), from the consumer thread. `trigger(query_id)`:
+    the query's Spark trigger class name, once per start in the start callback (a few py4j
+    calls: the query is registered then and may be gone by the consumer's turn); a run
+    under a self-ending trigger that stops without an exception is finished, any other
+    stopped. `alive()`: whether the session still runs, asked every heartbeat: a stopped
+    session sends no termination events, so its open runs end stopped there.
+    """
+    query_info: Callable[[str], tuple[int | None, Mapping[str, str]]] | None = None
+    batch_points: Callable[[BatchProgress], list[Point]] | None = None
+    trigger: Callable[[str], str | None] | None = None
+    alive: Callable[[], bool] | None = None
+
+
+NO_HOOKS = SessionHooks()
+DEFAULTS = ListenerOptions()
 
 
 class _RunState:
@@ -87,61 +134,29 @@ class SparkMetricsListener(JsonEventsListener):
     query was seen, progress of other runs (late events of an earlier query) is ignored.
     Callbacks never block: a full queue (`max_pending` records) drops and counts
     (`dropped`); an event that fails to convert is counted (`failures`), logged once.
-    A `spark_progress` point is written per batch, a `backpressure` point (figures over
-    the last `window_s`) at most once per `backpressure_every_s` of batch time: at 25
-    batches a second, recomputing the window for every batch cost the driver ~2 % of a
-    core (docs/PERFORMANCE.md, "Design decisions": the listener's consumer).
+    What it follows and how often it writes: `ListenerOptions`; what it asks of the
+    session: `SessionHooks`; what the job adds of itself: `JobAdapter`.
     """
 
-    def __init__(self, run, writer, query_name: str | None = None, *,
-                 max_pending: int = 10_000, window_s: float = WINDOW_S, muted_share_fn=None,
-                 latest_offset_fn=None, state_size_fn=None, backpressure_every_s: float = 1.0,
-                 poll_s: float = 0.25, query_info_fn=None, batch_hook=None, query_status: bool = False,
-                 trigger_fn=None, alive_fn=None, heartbeat_s: float = HEARTBEAT_S):
-        """`muted_share_fn(window_s)`, if given, returns the ingress' muted share over the
-        last window (or None); it is called from the consumer thread, never the bus.
-        `latest_offset_fn()`, if given, returns the source's latest offset (seq) for the
-        backlog when Spark's progress carries none; it is called in the progress callback
-        (the ingress' `head` file: one 8-byte read), so the figure is the batch's own.
-        `state_size_fn()`, if given, returns (rows, bytes) of state the query keeps itself
-        (the job's shard snapshots), read in the progress callback likewise. The consumer
-        thread converts what is queued every `poll_s` seconds.
-
-        For any query (the monitor, spark_listener/monitor.py): `run` may be a function of
-        (query name or None, query id) giving each query's run tag; `query_info_fn(query_id)`
-        returns (trigger ms or None, extra `runs` fields) once per query run, from the
-        consumer thread; `batch_hook(progress)` returns more points for a batch (the task
-        latency samples of a committed batch), also from the consumer thread;
-        `query_status`: backpressure status as Spark users read it (`query_figures`: batches
-        over the trigger, input above processing rate) instead of the ingress' muted share.
-
-        The end of a run: `trigger_fn(query_id)`, if given, returns the query's Spark trigger
-        class name; it is called once per start in the start callback (a few py4j calls;
-        the query is registered then and may be gone by the consumer's turn), and a run
-        under a self-ending trigger that stops without an exception is finished, any other
-        stopped. Every `heartbeat_s` the consumer rewrites each open run's `last_seen_ns`,
-        and asks `alive_fn()`, if given, whether the session still runs: a stopped session
-        sends no termination events, so its open runs end stopped there."""
-        self.trigger_fn = trigger_fn
-        self.alive_fn = alive_fn
-        self.heartbeat_s = heartbeat_s
-        self._open: set[str] = set()                # Spark runIds started and not terminated (callbacks)
+    def __init__(self, run, writer, adapter: JobAdapter = NO_ADAPTER, hooks: SessionHooks = NO_HOOKS,
+                 options: ListenerOptions = DEFAULTS):
+        """`run`: the run tag of every query, or a function of (query name or None, query id)
+        giving each query's. `adapter`: the job's own figures (spark_listener/adapter.py):
+        its `latest_offset` and `state_size` are read in the progress callback, its
+        `held_back_share` from the consumer thread; its other parts are the monitor's."""
         self.run = run
-        self.query_info_fn = query_info_fn
-        self.batch_hook = batch_hook
-        self.query_status = query_status
-        self.poll_s = poll_s
-        self.state_size_fn = state_size_fn
-        self.latest_offset_fn = latest_offset_fn
-        self._progress_hooks: list = []
-        self.muted_share_fn = muted_share_fn
         self.writer = writer
-        self.query_name = query_name
-        self.window_s = window_s
-        self.backpressure_every_ns = int(backpressure_every_s * 1e9)
+        self.adapter = adapter
+        self.hooks = hooks
+        self.options = options
+        self.query_name = options.query_name
+        self.window_s = options.window_s
+        self.backpressure_every_ns = int(options.backpressure_every_s * 1e9)
+        self._open: set[str] = set()                # Spark runIds started and not terminated (callbacks)
+        self._progress_hooks: list = []
         self.dropped = 0
         self.failures = 0
-        self._queue: queue.Queue[Record] = queue.Queue(max_pending)
+        self._queue: queue.Queue[Record] = queue.Queue(options.max_pending)
         self._names: dict[str, str] = {}            # Spark runId -> query name (or id)
         self._run_tags: dict[str, str] = {}         # Spark runId -> run tag
         self._prev_ts: dict[str, int] = {}          # Spark runId -> last trigger start
@@ -181,14 +196,15 @@ class SparkMetricsListener(JsonEventsListener):
                 self._queue.all_tasks_done.wait(left)
         return True
 
-    def add_progress_hook(self, hook) -> None:
-        """Also call `hook(progress)` in the callback for each followed query's progress.
+    def add_progress_hook(self, hook) -> bool:
+        """Also call `hook(progress)` in the callback for each followed query's progress; return True.
 
         For work that must follow every batch at once (the job's consumed offset), so one
         listener serves both: each Python listener costs a py4j conversion of every event,
         which a profile of the job's driver showed as its main work.
         """
         self._progress_hooks.append(hook)
+        return True
 
     def wait_terminated(self, timeout: float = 10.0) -> bool:
         """Wait for a followed query's termination event (it arrives after its last progress)."""
@@ -223,7 +239,8 @@ class SparkMetricsListener(JsonEventsListener):
                 self._run_tags[rid] = self._run_of(p.name, p.id)
             for hook in self._progress_hooks:
                 hook(p)
-            rec = progress_record(self._run_tags.get(rid) or self._run_of(p.name, p.id), p, self._prev_ts.get(rid), self.latest_offset_fn, self.state_size_fn)
+            rec = progress_record(self._run_tags.get(rid) or self._run_of(p.name, p.id), p, self._prev_ts.get(rid),
+                                  self.adapter.latest_offset, self.adapter.state_size)
             self._prev_ts[rid] = rec.ts_ns
             self._put(rec)
         except Exception:
@@ -247,12 +264,12 @@ class SparkMetricsListener(JsonEventsListener):
             self._failed("onQueryTerminated")
 
     def _trigger(self, query_id: str) -> str | None:
-        if self.trigger_fn is None:
+        if self.hooks.trigger is None:
             return None
         try:
-            return self.trigger_fn(query_id)
+            return self.hooks.trigger(query_id)
         except Exception:
-            self._failed("trigger_fn")
+            self._failed("the trigger hook")
             return None
 
     @property
@@ -294,12 +311,12 @@ class SparkMetricsListener(JsonEventsListener):
         lower_thread_priority()
         beat = time.monotonic()
         while True:
-            stopping = self._stopping.wait(self.poll_s)
+            stopping = self._stopping.wait(self.options.poll_s)
             while self._convert_queued():
                 pass
             if stopping:
                 return
-            if time.monotonic() - beat >= self.heartbeat_s:
+            if time.monotonic() - beat >= self.options.heartbeat_s:
                 beat = time.monotonic()
                 self._heartbeat()
 
@@ -308,7 +325,7 @@ class SparkMetricsListener(JsonEventsListener):
         if not self._runs:
             return
         try:
-            alive = self.alive_fn() if self.alive_fn is not None else True
+            alive = self.hooks.alive() if self.hooks.alive is not None else True
         except Exception:
             alive = True
         try:
@@ -378,30 +395,35 @@ class SparkMetricsListener(JsonEventsListener):
         horizon = rec.end_ns - int(self.window_s * 1e9)
         while st.recent and st.recent[0].end_ns < horizon:
             st.recent.popleft()
-        if st.trigger_ms is None and st.batches == 1 and self.query_info_fn is not None:
+        if st.trigger_ms is None and st.batches == 1 and self.hooks.query_info is not None:
             self._query_info(st, rec.query_id)      # its start came before the query was registered
         # the first batch of a run seen from its start plans the query on a cold JVM: batch rules skip it
         startup = st.floor_ns is not None and st.batches == 1
         out.append(progress_point(rec, self.dropped, st.trigger_ms, startup))
         out.extend(source_points(rec))
         out.extend(state_points(rec))
-        if self.batch_hook is not None:
+        if self.hooks.batch_points is not None:
             try:
-                out.extend(self.batch_hook(rec))
+                out.extend(self.hooks.batch_points(rec))
             except Exception:
                 self._failed("the batch hook")
         if st.backpressure_ns is not None and rec.end_ns - st.backpressure_ns < self.backpressure_every_ns:
             return out
         st.backpressure_ns = rec.end_ns
-        if self.query_status:
-            figures = query_figures(list(st.recent), rec.end_ns, st.trigger_ms, self.window_s, st.floor_ns)
-            out.append(self._with_ids(backpressure_point(rec.run, STEP_JOB, figures, rec.end_ns), rec))
-            return out
-        figures = job_figures(list(st.recent), rec.end_ns, self.window_s, not_before_ns=st.floor_ns,
-                              backlogs=[(r.end_ns, r.backlog) for r in st.recent if r.backlog is not None],
-                              ingress_muted_share=self.muted_share_fn(self.window_s) if self.muted_share_fn else None)
+        figures = query_figures(list(st.recent), rec.end_ns, st.trigger_ms, self.window_s, st.floor_ns,
+                                self._held_back_share())
         out.append(self._with_ids(backpressure_point(rec.run, STEP_JOB, figures, rec.end_ns), rec))
         return out
+
+    def _held_back_share(self) -> float | None:
+        """The job adapter's share of the window its source was held back, when it has one."""
+        if self.adapter.held_back_share is None:
+            return None
+        try:
+            return self.adapter.held_back_share(self.window_s)
+        except Exception:
+            self._failed("the adapter's held_back_share")
+            return None
 
     @staticmethod
     def _with_ids(point: Point, rec: BatchProgress) -> Point:
@@ -437,13 +459,13 @@ class SparkMetricsListener(JsonEventsListener):
         return [self._end_point(st, run_id, rec.end_ns, status, rec.reason) for run_id, st in runs.items()]
 
     def _query_info(self, st: _RunState, query_id: str) -> dict:
-        """Ask `query_info_fn` for a query run's trigger and extra `runs` fields (once per run)."""
-        if self.query_info_fn is None:
+        """Ask the session for a query run's trigger and extra `runs` fields (once per run)."""
+        if self.hooks.query_info is None:
             return {}
         try:
-            st.trigger_ms, fields = self.query_info_fn(query_id)
+            st.trigger_ms, fields = self.hooks.query_info(query_id)
         except Exception:
-            self._failed("query_info_fn")
+            self._failed("the query_info hook")
             return {}
         fields = dict(fields)
         if st.trigger_ms:

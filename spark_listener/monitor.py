@@ -1,7 +1,7 @@
 """Attach the product to any PySpark session in two lines: every streaming query gets its figures.
 
 >>> from spark_listener import monitor
->>> with monitor(spark, run="orders-enrichment"):
+>>> with monitor(spark, name="orders-enrichment"):
 ...     query = df.writeStream.queryName("orders").start()
 ...     query.awaitTermination()
 
@@ -14,6 +14,11 @@ CPU, tasks, shuffle) into the `spark_executor` measurement. Everything goes thro
 never-blocking writer to `MS_INFLUX_URL` (the settings layer, docs/METRICS.md); nothing
 the monitor does can fail the user's job: a failure is counted and logged once.
 `marketspread watch -- job.py` does the same for a script that never imports this.
+
+A job whose source or state lives outside Spark adds what Spark's progress cannot say
+through a `JobAdapter` (spark_listener/adapter.py: its run tag, rows behind, held-back
+share, state size, steps); Market Spread attaches so (marketspread/metrics_wiring.py).
+The monitor itself knows no job by name.
 
 No run is left `running` for ever: when the monitor stops (`stop()`, the context manager,
 the session's `stop()`, the interpreter's exit) every run it saw start and not end gets
@@ -34,6 +39,7 @@ import sys
 import threading
 import traceback
 import time
+import warnings
 from pathlib import Path
 
 from collector.aggregate import IntervalAggregator
@@ -45,10 +51,11 @@ from collector.settings import default_state_dir
 from collector.task_spool import SpoolBatch, collect_batch_figures, collect_unbatched, default_spool_dir, sweep
 from collector.vocabulary import LATENCY_UNCOUNTED, TAG_PIPELINE, TAG_RUN, TAG_STEP
 
+from spark_listener.adapter import NO_ADAPTER, JobAdapter
 from spark_listener.executors import ExecutorWatch
 from spark_listener.failure import FailureReason, parse_failure
 from spark_listener.latency import declared_steps
-from spark_listener.listener import SparkMetricsListener
+from spark_listener.listener import SessionHooks, SparkMetricsListener
 from spark_listener.records import BatchProgress
 
 log = logging.getLogger(__name__)
@@ -120,18 +127,25 @@ def _check_relay_host(host: object) -> str:
 class SparkMonitor:
     """The monitor of one Spark session: its listener, task-sample shipping, executor relay and writer.
 
-    `run`: the run tag of queries without a name (default: the application's name).
+    `name`: the run tag of queries without a name, and of the application's executors
+    (default: the application's name); a named query is a run of its own name, unless the
+    adapter gives every query's run. `adapter`: what the job adds of itself (`JobAdapter`).
     `writer`: any object with `add(points)` (default: an `InfluxWriter` to the
     configured InfluxDB, spooling under the state folder, closed by `stop()`).
+    `run`: the former name of `name`, still taken.
     """
 
-    def __init__(self, spark, run: str | None = None, *, writer=None, influx: InfluxConfig | None = None,
-                 state_dir: Path | None = None, spool_dir: Path | None = None, interval_s: float = 1.0,
-                 alerts: bool = True):
+    def __init__(self, spark, name: str | None = None, *, adapter: JobAdapter = NO_ADAPTER, writer=None,
+                 influx: InfluxConfig | None = None, state_dir: Path | None = None, spool_dir: Path | None = None,
+                 interval_s: float = 1.0, alerts: bool = True, run: str | None = None):
+        if run is not None:
+            warnings.warn("monitor(run=...) is now monitor(name=...)", DeprecationWarning, stacklevel=3)
+            name = name or run
         self.spark = spark
         sc = spark.sparkContext
         self.app_id, self.app_name = str(sc.applicationId), str(sc.appName)
-        self.run = to_name(run or self.app_name, "spark-app")
+        self.adapter = adapter
+        self.name = to_name(adapter.run or name or self.app_name, "spark-app")
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self.spool_dir = Path(spool_dir) if spool_dir else default_spool_dir()
         self.interval_s = interval_s
@@ -178,11 +192,11 @@ class SparkMonitor:
         except OSError as e:
             log.warning("monitor: could not sweep %s: %s", self.spool_dir, e)
         sc = self.spark.sparkContext
-        self._listener = SparkMetricsListener(self._run_tag, self._writer, query_info_fn=self._query_info,
-                                              batch_hook=self._batch_points, query_status=True,
-                                              trigger_fn=self._trigger_kind, alive_fn=lambda: _alive(sc)).start()
+        hooks = SessionHooks(query_info=self._query_info, batch_points=self._batch_points,
+                             trigger=self._trigger_kind, alive=lambda: _alive(sc))
+        self._listener = SparkMetricsListener(self._run_tag, self._writer, self.adapter, hooks).start()
         self.spark.streams.addListener(self._listener)
-        self._executors = ExecutorWatch(sc, self.run, self._writer).start()
+        self._executors = ExecutorWatch(sc, self.name, self._writer).start()
         if self._evaluate:        # rules are evaluated while any monitored job runs: one process at a time
             self._alerts = _start_alerts(self._influx, self.state_dir, self._writer)
         self._stop_with_context(sc)
@@ -279,6 +293,19 @@ class SparkMonitor:
         """The session's listener (its `dropped` and `failures` counters), while started."""
         return self._listener
 
+    @property
+    def run(self) -> str:
+        """The former name of `name`."""
+        return self.name
+
+    def add_progress_hook(self, hook) -> bool:
+        """Also call `hook(progress)` in the listener's callback for each batch; return whether it will be.
+
+        (`SparkMetricsListener.add_progress_hook`.) False when the monitor is not attached
+        (it could not start): the caller follows the batches some other way.
+        """
+        return self._listener is not None and self._listener.add_progress_hook(hook)
+
     def _await_terminations(self, listener: SparkMetricsListener, timeout: float) -> None:
         """Wait briefly for the termination events of queries that ended but whose event is still on its way.
 
@@ -299,7 +326,9 @@ class SparkMonitor:
     # -- what the listener asks
 
     def _run_tag(self, name: str | None, query_id: str) -> str:
-        return to_name(name, self.run) if name else self.run
+        if self.adapter.run:
+            return self.name
+        return to_name(name, self.name) if name else self.name
 
     def _trigger_kind(self, query_id: str) -> str | None:
         """Return the query's trigger class (from its start callback, where the query is registered)."""
@@ -309,9 +338,10 @@ class SparkMonitor:
     def _query_info(self, query_id: str) -> tuple[int | None, dict]:
         """Return the query's processing-time trigger (ms) and the `runs` fields of this session."""
         fields: dict[str, str] = {"app_id": self.app_id, "app_name": self.app_name[:200]}
-        steps = declared_steps()
+        steps = list(self.adapter.steps) or declared_steps()
         if steps:
             fields["steps"] = json.dumps(steps)
+        fields.update(self.adapter.run_fields)
         known = self._triggers.get(query_id)
         return (known[1] if known is not None else _query_trigger(self.spark, query_id)[1]), fields
 
@@ -335,7 +365,7 @@ class SparkMonitor:
             return []
         now = time.time_ns()
         return [p for run, batch in found.items() if run
-                for p in self._points(to_name(run, self.run), UNBATCHED_PIPELINE, batch, now, final)]
+                for p in self._points(to_name(run, self.name), UNBATCHED_PIPELINE, batch, now, final)]
 
     def _points(self, run: str, query: str, batch: SpoolBatch, end_ns: int, final: bool = False) -> list[Point]:
         """Add a batch's samples to the (run, query) intervals; return the uncounted points and closed intervals."""
@@ -422,6 +452,10 @@ def close_unused_relays(timeout: float = 5.0) -> None:
             writer.close(timeout)
 
 
-def monitor(spark, run: str | None = None, **kwargs) -> SparkMonitor:
-    """Start monitoring every streaming query of `spark`; return the monitor (also a context manager)."""
-    return SparkMonitor(spark, run, **kwargs).start()
+def monitor(spark, name: str | None = None, **kwargs) -> SparkMonitor:
+    """Start monitoring every streaming query of `spark`; return the monitor (also a context manager).
+
+    `name`: the run tag of unnamed queries (default: the application's name); the other
+    keywords are `SparkMonitor`'s (`adapter`, `writer`, `alerts`, ...).
+    """
+    return SparkMonitor(spark, name, **kwargs).start()

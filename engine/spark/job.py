@@ -141,9 +141,9 @@ def query_writer(spark, cfg: Config, bytes_read=None):
 def start_query(spark, cfg: Config, metrics_listener=None, *, consumed, bytes_read=None, before_start=None):
     """Start the streaming query; returns the StreamingQuery.
 
-    The log's `consumed` offset follows each batch through `metrics_listener` when one is
-    attached (one Python listener instead of two), else through `consumed` attached as a
-    listener of its own. `consumed` is a `marketspread.progress.ConsumedOffsetListener`
+    The log's `consumed` offset follows each batch through `metrics_listener` (the job's
+    monitor, anything with `add_progress_hook`) when it is attached (one Python listener
+    instead of two), else through `consumed` attached as a listener of its own. `consumed` is a `marketspread.progress.ConsumedOffsetListener`
     for this log: the caller builds it, as its Spark bridge is spark_listener's.
     `bytes_read` (`spark.sparkContext.accumulator(0)`) counts the bytes of ingress
     records the state tasks read, on the driver (`bytes_read.value`). `before_start`, if
@@ -153,12 +153,12 @@ def start_query(spark, cfg: Config, metrics_listener=None, *, consumed, bytes_re
     writer = query_writer(spark, cfg, bytes_read)
     if not committed_batches(cfg.checkpoint_dir):
         shard_state.start_fresh(str(cfg.shard_state_dir))
-    if metrics_listener is not None:
-        metrics_listener.add_progress_hook(consumed.publish)   # it follows only this query's runs
+    # the monitor follows only this query (the job's session runs no other)
+    hooked = metrics_listener is not None and metrics_listener.add_progress_hook(consumed.publish)
     if before_start is not None:
         before_start()
     query = writer.start()
-    if metrics_listener is None:
+    if not hooked:
         # Attached after start to match this query's id; the first progress event comes
         # only after the first batch commits, and each event carries the absolute offset.
         consumed.query_id = str(query.id)

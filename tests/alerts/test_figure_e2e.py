@@ -13,7 +13,7 @@ from alerts.query import MetricReader
 from alerts.rules import Rule
 from alerts.store import RuleStore
 from collector.influx import InfluxWriter
-from spark_listener.listener import SparkMetricsListener
+from spark_listener.listener import ListenerOptions, SessionHooks, SparkMetricsListener
 
 from .webhook_server import WebhookReceiver
 
@@ -37,8 +37,8 @@ def test_overrunning_query_fires_a_generic_rule_and_its_webhook(spark, influx_cl
                             "window": "1m", "webhook": hook.url}),
         ])
         # the test knows the trigger it sets; the monitor reads it from the query for any job
-        listener = SparkMetricsListener(QUERY, writer, QUERY, query_info_fn=lambda _id: (TRIGGER_MS, {}),
-                                        query_status=True, poll_s=0.1).start()
+        listener = SparkMetricsListener(QUERY, writer, hooks=SessionHooks(query_info=lambda _id: (TRIGGER_MS, {})),
+                                        options=ListenerOptions(query_name=QUERY, poll_s=0.1)).start()
         spark.streams.addListener(listener)
         ev = start_evaluator(state, writer, client=influx_client, interval_s=1.0)
         assert ev is not None

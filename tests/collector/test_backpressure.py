@@ -3,10 +3,25 @@ from __future__ import annotations
 
 import pytest
 
-from collector.backpressure import BatchSpan, IngressSample, StepBusy, backlog_growth, backpressure_point, busy_share, ingress_figures, job_figures, muted_share, status, step_figures
+from typing import NamedTuple
+
+from collector.backpressure import (BatchSpan, IngressSample, StepBusy, backlog_growth, backpressure_point, busy_share,
+                                    ingress_figures, muted_share, query_figures, status, step_figures, worse)
 from collector.testing import MemoryWriter
 
 S = 1_000_000_000
+
+
+class _Batch(NamedTuple):
+    """A batch as `query_figures` reads it (spark_listener's BatchProgress has these)."""
+    end_ns: int
+    batch_ms: int
+    input_blocks: int = 0
+    rows_behind: int | None = None
+
+    @property
+    def ts_ns(self) -> int:
+        return self.end_ns - self.batch_ms * 1_000_000
 
 
 @pytest.mark.parametrize("share,want", [(0.0, "OK"), (0.10, "OK"), (0.1000001, "LOW"), (0.5, "LOW"),
@@ -29,19 +44,30 @@ def test_busy_share_counts_overlapping_batches_once_and_caps_at_one():
     assert busy_share([BatchSpan(5 * S, 1000)], 10 * S, 10 * S) == 0.0
 
 
-def test_job_figures_window_starts_no_earlier_than_the_query():
-    batches = [BatchSpan(12 * S, 1000)]
-    full = job_figures(batches, 12 * S, window_s=10)
+def test_query_figures_window_starts_no_earlier_than_the_query():
+    batches = [_Batch(12 * S, 1000)]
+    full = query_figures(batches, 12 * S, None, window_s=10)
     assert full.busy_share == pytest.approx(0.1) and full.status == "OK"
-    started = job_figures(batches, 12 * S, window_s=10, not_before_ns=10 * S)
+    started = query_figures(batches, 12 * S, None, window_s=10, not_before_ns=10 * S)
     assert started.busy_share == pytest.approx(0.5)
-    assert started.status == "OK"          # busy is not backpressure: status follows the muted share
+    assert started.status == "OK"          # busy is not backpressure
     assert started.idle_share == pytest.approx(0.5) and started.backpressured_share is None
 
 
-def test_job_status_follows_the_ingress_muted_share():
-    f = job_figures([BatchSpan(20 * S, 500)], 20 * S, window_s=10, ingress_muted_share=0.8)
+def test_a_source_held_back_gives_the_status():
+    f = query_figures([_Batch(20 * S, 500)], 20 * S, None, window_s=10, held_back_share=0.8)
     assert f.busy_share == pytest.approx(0.05) and f.backpressured_share == 0.8 and f.status == "HIGH"
+    # batches back to back and the rows behind moving up: measured held-back share decides, not the inference
+    steady = [_Batch(t * S, 1000, 100, behind) for t, behind in [(11, 50), (12, 10), (13, 60), (14, 90)]]
+    assert query_figures(steady, 14 * S, None, window_s=4).status == "HIGH"
+    kept_up = query_figures(steady, 14 * S, None, window_s=4, held_back_share=0.0)
+    assert kept_up.status == "OK" and kept_up.backlog_growth_per_s == pytest.approx(40 / 3)
+    # ... but batches over the trigger still count
+    assert query_figures(steady, 14 * S, 500, window_s=4, held_back_share=0.0).status == "HIGH"
+
+
+def test_worse_status():
+    assert worse("OK", "LOW") == worse("LOW", "OK") == "LOW" and worse("HIGH", "LOW") == "HIGH"
 
 
 def test_backlog_growth_per_second():
@@ -51,8 +77,9 @@ def test_backlog_growth_per_second():
     assert backlog_growth([(10 * S, 1), (10 * S, 5)]) is None
 
 
-def test_job_figures_backlog_from_samples_in_the_window():
-    f = job_figures([], 20 * S, window_s=10, backlogs=[(5 * S, 0), (12 * S, 100), (20 * S, 900)])
+def test_query_figures_backlog_from_the_batches_in_the_window():
+    batches = [_Batch(5 * S, 10, 0, 0), _Batch(12 * S, 10, 0, 100), _Batch(20 * S, 10, 0, 900)]
+    f = query_figures(batches, 20 * S, None, window_s=10)
     assert f.backlog == 900 and f.backlog_growth_per_s == pytest.approx(100.0)
 
 
@@ -74,10 +101,11 @@ def test_ingress_figures_over_the_last_window():
 
 
 def test_backpressure_point_leaves_out_what_a_step_cannot_know():
-    f = job_figures([BatchSpan(20 * S, 2000)], 20 * S, window_s=10)
+    f = query_figures([_Batch(20 * S, 2000, 50)], 20 * S, None, window_s=10)
     p = backpressure_point("r1", "job", f, 20 * S)
     assert (p.measurement, dict(p.tags), p.time_ns) == ("backpressure", {"run": "r1", "step": "job"}, 20 * S)
-    assert p.fields == {"status": "OK", "busy_share": pytest.approx(0.2), "idle_share": pytest.approx(0.8)}
+    assert p.fields == {"status": "OK", "busy_share": pytest.approx(0.2), "idle_share": pytest.approx(0.8),
+                        "input_rows_per_s": pytest.approx(5.0), "processed_rows_per_s": pytest.approx(25.0)}
     w = MemoryWriter()
     w.add(p)                                # encodable line protocol
     assert b"backpressure,run=r1,step=job" in w.lines()

@@ -77,7 +77,7 @@ def test_executors_lost_is_a_count_read_as_its_increase():
 def test_the_monitor_writes_the_applications_executors(spark, tmp_path):
     from spark_listener.monitor import monitor
     w = MemoryWriter()
-    with monitor(spark, run="api-run", writer=w, spool_dir=tmp_path / "spool"):
+    with monitor(spark, name="api-run", writer=w, spool_dir=tmp_path / "spool"):
         pass                                    # stopping polls once more, while the application runs
     roster = w.measurement(SPARK_EXECUTORS)
     assert roster and roster[-1].tags == {"run": "api-run", "app": spark.sparkContext.applicationId}

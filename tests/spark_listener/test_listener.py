@@ -11,7 +11,7 @@ import pytest
 
 from collector.influx import InfluxClient, InfluxWriter
 from collector.testing import MemoryWriter
-from spark_listener import BatchProgress, SparkMetricsListener
+from spark_listener import BatchProgress, JobAdapter, ListenerOptions, SessionHooks, SparkMetricsListener
 from spark_listener.records import offset_seq, parse_timestamp_ns, progress_record
 
 QID, RID = uuid.UUID(int=1), uuid.UUID(int=2)
@@ -100,7 +100,7 @@ def test_state_kept_outside_spark_is_reported_from_the_jobs_own_figure():
 
 def test_events_become_runs_progress_and_backpressure_points():
     w = MemoryWriter()
-    lst = SparkMetricsListener("r1", w, "market-spread", backpressure_every_s=0).start()
+    lst = SparkMetricsListener("r1", w, options=ListenerOptions(query_name="market-spread", backpressure_every_s=0)).start()
     lst.onQueryStarted(_started(0.0))
     lst.onQueryProgress(_progress(0, 1.0, None, 1000, 3000))
     lst.onQueryProgress(_progress(1, 1.5, 1000, 3000, 3000, ms=500))
@@ -139,7 +139,7 @@ def test_events_become_runs_progress_and_backpressure_points():
 
 def test_backpressure_is_written_once_a_second_of_batches_and_progress_every_batch():
     w = MemoryWriter()
-    lst = SparkMetricsListener("r1", w, "market-spread").start()
+    lst = SparkMetricsListener("r1", w, options=ListenerOptions(query_name="market-spread")).start()
     lst.onQueryStarted(_started(0.0))
     for b in range(12):              # batches ending 0.25 s apart: 1.2 s ... 4.0 s
         lst.onQueryProgress(_progress(b, 1.0 + 0.25 * b, 100 * b or None, 100 * (b + 1), 100 * (b + 1), ms=200))
@@ -162,7 +162,7 @@ def test_the_consumer_converts_a_burst_of_batches_in_one_go_not_one_wake_up_each
             return super().add(points, rp)
 
     w = CountingWriter()
-    lst = SparkMetricsListener("r1", w, "market-spread", poll_s=0.5).start()
+    lst = SparkMetricsListener("r1", w, options=ListenerOptions(query_name="market-spread", poll_s=0.5)).start()
     lst.onQueryStarted(_started(0.0))
     for b in range(40):
         lst.onQueryProgress(_progress(b, 1.0 + 0.02 * b, 100 * b or None, 100 * (b + 1), 100 * (b + 1), ms=20))
@@ -184,7 +184,7 @@ def test_failed_query_is_marked_with_its_truncated_error():
 
 def test_follows_only_its_query_and_ignores_late_events_of_earlier_runs():
     w = MemoryWriter()
-    lst = SparkMetricsListener("r1", w, "market-spread").start()
+    lst = SparkMetricsListener("r1", w, options=ListenerOptions(query_name="market-spread")).start()
     lst.onQueryStarted(_started(name="other", run_id=uuid.UUID(int=9)))
     lst.onQueryProgress(_progress(0, 1.0, None, 10, 10, name="other", run_id=uuid.UUID(int=9)))
     lst.onQueryStarted(_started())
@@ -199,7 +199,7 @@ def test_follows_only_its_query_and_ignores_late_events_of_earlier_runs():
 
 def test_attached_after_start_marks_the_run_from_its_first_batch():
     w = MemoryWriter()
-    lst = SparkMetricsListener("r1", w, "market-spread").start()
+    lst = SparkMetricsListener("r1", w, options=ListenerOptions(query_name="market-spread")).start()
     lst.onQueryProgress(_progress(4, 3.0, 100, 200, 200))
     lst.onQueryTerminated(_terminated())
     lst.stop()
@@ -234,7 +234,7 @@ def test_callbacks_never_wait_for_a_stuck_writer():
             super().add(points, rp)
 
     w = StuckWriter()
-    lst = SparkMetricsListener("r1", w, max_pending=5).start()
+    lst = SparkMetricsListener("r1", w, options=ListenerOptions(max_pending=5)).start()
     t = time.monotonic()
     for i in range(50):
         lst.onQueryProgress(_progress(i, 1.0 + i, i * 10, i * 10 + 10, 1000))
@@ -274,7 +274,8 @@ def test_real_query_writes_progress_and_run_to_influxdb(spark, influx_client, tm
     writer = InfluxWriter(client, tmp_path / "spool").start()
     # The source reports no latest offset (a simple stream reader): the ingress' head does.
     log_dir = cfg.state_dir / "replays" / run / "ingress"
-    listener = SparkMetricsListener(run, writer, QUERY_NAME, latest_offset_fn=lambda: read_head(log_dir)).start()
+    listener = SparkMetricsListener(run, writer, JobAdapter(latest_offset=lambda: read_head(log_dir)),
+                                    options=ListenerOptions(query_name=QUERY_NAME)).start()
     spark.streams.addListener(listener)
     try:
         rep = replay([nbbo], [orders], out, cfg, spark=spark, ship_metrics=False, run_id=run, keep=True)
@@ -331,7 +332,7 @@ def test_a_failed_run_gets_the_class_message_and_user_trace_of_sparks_exception(
 def test_a_clean_end_is_finished_under_a_self_ending_trigger_else_stopped(trigger, status):
     w = MemoryWriter()
     asked = []
-    lst = SparkMetricsListener("r1", w, trigger_fn=lambda qid: asked.append(qid) or trigger).start()
+    lst = SparkMetricsListener("r1", w, hooks=SessionHooks(trigger=lambda qid: asked.append(qid) or trigger)).start()
     lst.onQueryStarted(_started())
     lst.onQueryTerminated(_terminated())
     lst.stop()
@@ -341,7 +342,7 @@ def test_a_clean_end_is_finished_under_a_self_ending_trigger_else_stopped(trigge
 
 def test_an_open_run_beats_in_its_own_row_until_it_ends():
     w = MemoryWriter()
-    lst = SparkMetricsListener("r1", w, poll_s=0.05, heartbeat_s=0.1).start()
+    lst = SparkMetricsListener("r1", w, options=ListenerOptions(poll_s=0.05, heartbeat_s=0.1)).start()
     lst.onQueryStarted(_started())
     lst.onQueryProgress(_progress(0, 1.0, None, 10, 10))
     deadline = time.monotonic() + 10
@@ -386,7 +387,8 @@ def test_runs_left_open_end_stopped_or_failed_with_the_reason_given():
 def test_a_stopped_session_ends_its_open_runs_stopped():
     w = MemoryWriter()
     alive = [True]
-    lst = SparkMetricsListener("r1", w, poll_s=0.05, heartbeat_s=0.1, alive_fn=lambda: alive[0]).start()
+    lst = SparkMetricsListener("r1", w, hooks=SessionHooks(alive=lambda: alive[0]),
+                               options=ListenerOptions(poll_s=0.05, heartbeat_s=0.1)).start()
     lst.onQueryStarted(_started())
     alive[0] = False
     deadline = time.monotonic() + 10

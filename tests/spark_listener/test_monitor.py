@@ -27,7 +27,7 @@ def _wait_batches(q, n: int, timeout: float = 60) -> None:
 @pytest.mark.slow                 # two streaming queries on the shared session, ~15 s
 def test_every_query_of_the_session_gets_its_figures(spark, tmp_path):
     w = MemoryWriter()
-    with monitor(spark, run="api-run", writer=w, spool_dir=tmp_path / "spool") as mon:
+    with monitor(spark, name="api-run", writer=w, spool_dir=tmp_path / "spool") as mon:
         assert isinstance(mon, SparkMonitor) and mon.listener is not None
         named = _rate_query(spark, "orders enrichment", tmp_path)
         unnamed = _rate_query(spark, None, tmp_path, trigger="1 second")
@@ -72,7 +72,7 @@ def test_rows_a_step_could_not_time_are_counted_not_lost(spark, tmp_path):
     from spark_listener import record_latency
     w = MemoryWriter()
     spool = tmp_path / "spool"
-    with monitor(spark, run="nulls", writer=w, spool_dir=spool) as mon:
+    with monitor(spark, name="nulls", writer=w, spool_dir=spool) as mon:
         rows = spark.readStream.format("rate").option("rowsPerSecond", 100).load()
         stamped = record_latency(rows.withColumn("ts", F.lit(None).cast("timestamp")), "ts", "null-stamps",
                                  spool_dir=spool)
@@ -95,7 +95,7 @@ def test_a_batch_jobs_step_samples_ship_under_its_own_run(spark, tmp_path):
     from spark_listener import record_latency
     w = MemoryWriter()
     spool = tmp_path / "spool"
-    with monitor(spark, run="batch-run", writer=w, spool_dir=spool):
+    with monitor(spark, name="batch-run", writer=w, spool_dir=spool):
         df = spark.range(0, 120, numPartitions=3).withColumn("ts", F.current_timestamp())
         assert record_latency(df, "ts", "batch_step", spool_dir=spool).count() == 120
     points = [p for p in w.measurement("latency") if p.tags["step"] == "batch_step"]
@@ -117,7 +117,7 @@ def test_every_end_of_a_run_is_recorded(spark, tmp_path):
     inbox.mkdir()
     (inbox / "a.txt").write_text("x\ny\n")
     w = MemoryWriter()
-    with monitor(spark, run="ends", writer=w, spool_dir=tmp_path / "spool") as mon:
+    with monitor(spark, name="ends", writer=w, spool_dir=tmp_path / "spool") as mon:
         once = (spark.readStream.text(str(inbox)).writeStream.queryName("drain").format("noop")
                 .option("checkpointLocation", str(tmp_path / "ck-drain")).trigger(availableNow=True).start())
         once.awaitTermination(60)
@@ -148,7 +148,7 @@ def test_every_end_of_a_run_is_recorded(spark, tmp_path):
 def test_a_session_built_without_the_metrics_sink_says_once_how_to_get_executor_figures(spark, tmp_path, caplog):
     assert not spark.sparkContext.getConf().get("spark.metrics.conf.*.sink.graphite.port", None)
     with caplog.at_level("INFO", logger="spark_listener.monitor"):
-        with monitor(spark, run="no-sink", writer=MemoryWriter(), spool_dir=tmp_path / "spool"):
+        with monitor(spark, name="no-sink", writer=MemoryWriter(), spool_dir=tmp_path / "spool"):
             pass
     said = [r.getMessage() for r in caplog.records if "executor_metrics_conf()" in r.getMessage()]
     assert len(said) == 1 and "SparkSession.builder.config(map=executor_metrics_conf())" in said[0]
@@ -156,9 +156,50 @@ def test_a_session_built_without_the_metrics_sink_says_once_how_to_get_executor_
 
 def test_the_monitor_follows_its_sessions_stop_only_while_it_runs(spark, tmp_path):
     sc = spark.sparkContext
-    with monitor(spark, run="a", writer=MemoryWriter(), spool_dir=tmp_path / "a"):
+    with monitor(spark, name="a", writer=MemoryWriter(), spool_dir=tmp_path / "a"):
         assert "stop" in vars(sc)                   # spark.stop() stops the monitor first
-        with monitor(spark, run="b", writer=MemoryWriter(), spool_dir=tmp_path / "b"):
+        with monitor(spark, name="b", writer=MemoryWriter(), spool_dir=tmp_path / "b"):
             pass
         assert "stop" in vars(sc)                   # the inner one left the outer's in place
     assert "stop" not in vars(sc)                   # the context's own method again
+
+
+def test_run_is_the_former_name_of_name(spark, tmp_path):
+    with pytest.warns(DeprecationWarning, match="name="):
+        mon = monitor(spark, run="old-style", writer=MemoryWriter(), spool_dir=tmp_path / "spool", alerts=False)
+    try:
+        assert mon.name == mon.run == "old-style"
+    finally:
+        mon.stop()
+
+
+@pytest.mark.slow                 # a streaming query on the shared session, ~10 s
+def test_a_jobs_adapter_gives_its_run_steps_and_held_back_share(spark, tmp_path):
+    """What a job adds of itself reaches its points; the monitor asks nothing of its name."""
+    from spark_listener import JobAdapter
+    asked = []
+
+    def held_back(window_s):
+        asked.append(window_s)
+        return 0.3
+
+    adapter = JobAdapter(run="run-7", held_back_share=held_back, state_size=lambda: (11, 2048),
+                         steps=("parse", "check"), run_fields={"ingress": "tcp"})
+    w = MemoryWriter()
+    with monitor(spark, name="ignored", adapter=adapter, writer=w, spool_dir=tmp_path / "spool", alerts=False) as mon:
+        q = _rate_query(spark, "adapted", tmp_path, trigger="0 seconds")     # no trigger: no overrun to count
+        _wait_batches(q, 3)
+        hooked = []
+        assert mon.add_progress_hook(hooked.append)
+        _wait_batches(q, 5)
+        q.stop()
+        mon.listener.wait_terminated(10)
+    start = next(p for p in w.measurement("runs") if p.fields.get("status") == "running")
+    assert start.tags["run"] == "run-7" and start.tags["query"] == "adapted"   # every query under the job's run
+    assert start.fields["steps"] == '["parse", "check"]' and start.fields["ingress"] == "tcp"
+    assert {p.tags["run"] for p in w.measurement("spark_progress")} == {"run-7"}
+    assert all(p.fields["state_rows"] == 11 and p.fields["state_memory_bytes"] == 2048
+               for p in w.measurement("spark_progress"))             # no state operator: the job's own state
+    bp = w.measurement("backpressure")
+    assert bp and all(p.fields["backpressured_share"] == 0.3 and p.fields["status"] == "LOW" for p in bp)
+    assert asked and set(asked) == {10.0} and hooked

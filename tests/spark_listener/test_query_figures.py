@@ -9,7 +9,7 @@ from pyspark.sql.streaming.listener import QueryProgressEvent
 
 from collector.backpressure import HIGH, LOW, OK, BatchSpan, query_figures
 from collector.testing import MemoryWriter
-from spark_listener import SparkMetricsListener
+from spark_listener import ListenerOptions, SessionHooks, SparkMetricsListener
 from spark_listener.points import progress_point, source_points, state_points
 from spark_listener.query_figures import rows_behind, short_name
 from spark_listener.records import parse_timestamp_ns, progress_record
@@ -108,8 +108,9 @@ def test_listener_tags_each_query_with_its_run_and_asks_its_trigger_once():
         asked.append(qid)
         return 1000, {"app_id": "local-1", "steps": '["enrich"]'}
 
-    lst = SparkMetricsListener(lambda name, qid: name or "app", w, query_info_fn=info, query_status=True,
-                               backpressure_every_s=0, batch_hook=lambda rec: []).start()
+    lst = SparkMetricsListener(lambda name, qid: name or "app", w,
+                               hooks=SessionHooks(query_info=info, batch_points=lambda rec: []),
+                               options=ListenerOptions(backpressure_every_s=0)).start()
     p = _rate_window_progress()
     lst.onQueryProgress(QueryProgressEvent(p))
     lst.onQueryProgress(QueryProgressEvent(_rate_window_progress(batchId=12, batchDuration=1500,
@@ -129,7 +130,7 @@ def test_listener_tags_each_query_with_its_run_and_asks_its_trigger_once():
 def test_a_hundred_queries_each_keep_their_own_run_and_figures():
     import uuid
     w = MemoryWriter()
-    lst = SparkMetricsListener(lambda name, qid: name or "app", w, query_status=True, backpressure_every_s=0).start()
+    lst = SparkMetricsListener(lambda name, qid: name or "app", w, options=ListenerOptions(backpressure_every_s=0)).start()
     for i in range(100):
         qid, rid = uuid.UUID(int=1000 + i), uuid.UUID(int=2000 + i)
         name = f"q{i}" if i % 2 else None            # every other query has no name
