@@ -9,5 +9,9 @@
 - `memory`: an in-memory backend implementing both, for unit tests.
 
 InfluxDB implements them in `collector/influx/` (`InfluxWriter`, `reader.InfluxReader`).
-Nothing here imports a backend.
+Nothing here imports a backend; the names below are the package's interface for writers and readers.
 """
+from collector.metrics.backend import MetricsError, MetricsReader, PointSink, WriterStats
+from collector.metrics.point import Point, split_by_rp
+
+__all__ = ["MetricsError", "MetricsReader", "Point", "PointSink", "WriterStats", "split_by_rp"]
