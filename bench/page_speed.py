@@ -29,11 +29,13 @@ also records its requests, bytes and, for the dashboard, each callback's server 
     python -m bench.page_speed --trials 2 --warmup 15   # a quick look
 
 Prints the medians and the ratios job/Spark of the same run, writes bench/out/ (bench/results/
-with `--record`). Never fails on a timing.
+with `--record`); `--add-to FILE` adds the run to an earlier result as a further sitting, so
+that repeated sittings are one file. Never fails on a timing.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import re
@@ -216,6 +218,8 @@ def main(argv=None) -> int:
     ap.add_argument("--trials", type=int, default=8, help="rounds of the three pages, cold then warm each")
     ap.add_argument("--rate", type=int, default=5000, help="rows per second of the query's rate source")
     ap.add_argument("--warmup", type=float, default=30.0, help="seconds the query runs before the first load")
+    ap.add_argument("--add-to", type=Path, default=None,
+                    help="an earlier result file: add this run to it as a further sitting (written in place)")
     add_record_flag(ap)
     args = ap.parse_args(argv)
     load_start = list(os.getloadavg())
@@ -259,7 +263,7 @@ def main(argv=None) -> int:
         server.stop()
     summary = summarise(loads)
     print(table(summary))
-    doc = {"benchmark": "page_speed", **provenance("bench.page_speed", argv),
+    run = {**provenance("bench.page_speed", argv),
            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "job": f"examples/{JOB}.py under marketspread watch", "rate_rows_s": args.rate, "warmup_s": args.warmup,
            "trials": args.trials, "settle_ms": SETTLE_MS, "run_id": run_id,
@@ -267,8 +271,17 @@ def main(argv=None) -> int:
                        "python": platform.python_version(), "load_avg_start": load_start,
                        "load_avg_end": list(os.getloadavg()), "shared": True},
            **summary, "loads_s": loads, "details": details}
-    print("->", shown(write_result(doc, result_path("page-speed", args.record))))
+    print("->", shown(write_result(*with_sitting(run, args.add_to, args.record))))
     return 0
+
+
+def with_sitting(run: dict, earlier: Path | None, record: bool) -> tuple[dict, Path]:
+    """Return the result document holding `run` as its last sitting, and where to write it."""
+    if earlier is None:
+        return {"benchmark": "page_speed", "sittings": [run]}, result_path("page-speed", record)
+    doc = json.loads(earlier.read_text())
+    sittings = doc.get("sittings") or [{k: v for k, v in doc.items() if k != "benchmark"}]
+    return {"benchmark": "page_speed", "sittings": [*sittings, run]}, earlier
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-MAX_FILES = 32
+MAX_FILES = 33
 CITED = re.compile(r"bench/results/[A-Za-z0-9_.\-]+")
 # A result named alone, as tables do: `e2e-throughput-20261127T210939Z.json`, or a fixed name.
 NAMED = re.compile(r"`([A-Za-z0-9_\-]+(?:-\d{8}T\d{4,6}Z)?\.json)`")
