@@ -33,9 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
+from collector.catalogue import FIELD_STATE_MEMORY_BYTES, FIELD_STATE_ROWS
 from collector.influx import InfluxClient
 from collector.influx.server import InfluxServer
 from collector.safe_delete import try_remove_tree
+from collector.vocabulary import SPARK_PROGRESS, TAG_RUN
 from engine.config import Config
 from engine.formats.log import read_consumed, read_head
 from perf import e2e
@@ -183,8 +185,8 @@ def spark_state(client: InfluxClient | None, run: str | None) -> tuple[int | Non
     if client is None or run is None:
         return None, None
     try:
-        res = client.query('SELECT last("state_rows"), last("state_memory_bytes") FROM "spark_progress" '
-                           'WHERE "run" = $run', params={"run": run})
+        res = client.query(f'SELECT last("{FIELD_STATE_ROWS}"), last("{FIELD_STATE_MEMORY_BYTES}") '
+                           f'FROM "{SPARK_PROGRESS}" WHERE "{TAG_RUN}" = $run', params={"run": run})
     except Exception:          # a figure missing now and then is not a failure of the run
         return None, None
     if not res or not res[0].values:

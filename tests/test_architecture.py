@@ -326,7 +326,7 @@ CATALOGUE = "collector/catalogue.py"
 FIELD_NAMES_TO_MIGRATE = frozenset({
     "collector/backpressure.py", "collector/graphite.py", "collector/query/panels.py", "collector/query/query_runs.py",
     "collector/query/spark_panels.py", "spark_listener/executors.py", "spark_listener/listener.py",
-    "spark_listener/points.py", "perf/soak.py",
+    "spark_listener/points.py",
 })
 #: Files where one of those words means something else.
 FIELD_WORDS_ELSEWHERE = {"marketspread/cli.py": "trigger_ms: the job's Config setting (--trigger-ms)"}
