@@ -32,7 +32,7 @@ from alerts.scope_names import check_rules
 from alerts.settings import AlertSettings
 from alerts.store import RuleStore, read_rules_file
 from alerts.webhook_target import check_webhook_target
-from alerts.wiring import backend_config, close_reader, describe, open_reader, open_writer
+from alerts.wiring import BackendConfig, close_reader, describe, open_reader, open_writer
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ def _add_new_job(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run one `alerts` subcommand, with the settings read here once and carried in `args`."""
     args.alerts = AlertSettings.from_env(state_dir=args.state_dir)
-    args.influx = backend_config()
+    args.influx = BackendConfig.from_env()
     return args.alerts_func(args, RuleStore(args.alerts.rules_path))
 
 
@@ -233,7 +233,7 @@ def _serve(args, store: RuleStore) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    with open_writer(cfg, spool).start() as writer:
+    with open_writer(cfg, spool, interval=0.2) as writer:
         ev = start_evaluator(None, writer, client=open_reader(cfg), interval_s=args.interval,
                              rules_path=store.path, webhook_policy=policy, settings=args.alerts)
         if ev is None:

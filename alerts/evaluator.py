@@ -44,7 +44,7 @@ from alerts.rules import Rule
 from alerts.settings import DEFAULT_INTERVAL_S, AlertSettings
 from alerts.store import RuleStore
 from alerts.webhook_target import WebhookPolicy
-from alerts.wiring import backend_config, reader_of
+from alerts.wiring import BackendConfig, reader_of
 
 log = logging.getLogger(__name__)
 
@@ -274,7 +274,7 @@ def start_evaluator(state_dir: Path | None, sink, *, client=None,
     if webhook_policy is None:
         webhook_policy = settings.lenient_webhook_policy()
     try:
-        ev = AlertEvaluator(RuleStore(path), client or reader_of(backend_config()), sink,
+        ev = AlertEvaluator(RuleStore(path), client or reader_of(BackendConfig.from_env()), sink,
                             interval_s=interval_s, webhook_policy=webhook_policy,
                             alertmanager=sender_from_settings(settings, interval_s), lease=True)
     except ValueError as e:                   # e.g. a damaged namespace file: the job runs on, unevaluated

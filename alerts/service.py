@@ -47,8 +47,7 @@ def start_alerts(influx, settings: AlertSettings, spool_dir: Path, sink=None) ->
     writer = None
     try:
         if sink is None:
-            writer = sink = open_writer(influx, spool_dir, background=True,
-                                         interval=influx.flush_s).start()
+            writer = sink = open_writer(influx, spool_dir, background=True)
         evaluator = start_evaluator(None, sink, client=reader_of(influx), settings=settings)
     except Exception as e:              # an unwritable spool, a bad setting: the host process goes on
         log.error("alerts: not evaluating %s: %s", settings.rules_path, e)

@@ -3,15 +3,20 @@
 Every other alerts module reads through a `collector.metrics.backend.MetricsReader`,
 writes through a `PointSink` and catches `MetricsError`. Callers hand them a reader, or
 (as the dashboard, the monitor and the job do) an `InfluxClient`, which `reader_of`
-wraps in the InfluxDB reader; the CLI and the service open their backend here.
+wraps in the InfluxDB reader; the CLI and the service open their backend here
+(`open_reader`, `open_writer`: `collector.influx.factory`'s).
 """
 from __future__ import annotations
 
-from pathlib import Path
-
-from collector.influx import InfluxClient, InfluxConfig, InfluxWriter
+from collector.influx import InfluxClient, InfluxConfig
+from collector.influx.factory import open_reader, open_writer
 from collector.influx.reader import InfluxReader
 from collector.metrics.backend import MetricsReader
+
+__all__ = ["BackendConfig", "close_reader", "describe", "open_reader", "open_writer", "reader_of"]
+
+#: The backend's settings record (`from_env` at an entry point, as every settings record).
+BackendConfig = InfluxConfig
 
 
 def reader_of(source) -> MetricsReader:
@@ -23,26 +28,11 @@ def reader_of(source) -> MetricsReader:
     return source
 
 
-def backend_config() -> InfluxConfig:
-    """Return the backend's settings from the environment (an entry point's, or a library caller's with none)."""
-    return InfluxConfig.from_env()
-
-
-def open_reader(config: InfluxConfig) -> InfluxReader:
-    """Return a reader of the configured backend (the caller closes it with `close_reader`)."""
-    return InfluxReader(InfluxClient(config))
-
-
 def close_reader(reader) -> None:
     """Close a reader's connection, if it keeps one."""
     client = getattr(reader, "client", None)
     if client is not None:
         client.close()
-
-
-def open_writer(config: InfluxConfig, spool_dir: Path, **options) -> InfluxWriter:
-    """Return a never-blocking writer of the configured backend, spooling to `spool_dir` while it is away."""
-    return InfluxWriter(InfluxClient(config), spool_dir, **options)
 
 
 def describe(config: InfluxConfig) -> str:
