@@ -82,3 +82,10 @@ def test_the_guarded_field_names_include_the_distinctive_spark_fields():
     assert {"watermark_delay_ms", "rows_behind", "memory_bytes", "heap_used_bytes", "late_rows"} \
         <= catalogue.SPARK_FIELD_NAMES
     assert not {"count", "status", "active", "lost", "batch_id"} & catalogue.SPARK_FIELD_NAMES
+
+
+def test_metrics_md_lists_every_figure_of_the_catalogue():
+    text = (ROOT / "docs" / "METRICS.md").read_text()
+    table = text[text.index("## The catalogue of figures"):text.index("## Schema")]
+    listed = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `")}
+    assert listed == set(FIGURES), (sorted(set(FIGURES) - listed), sorted(listed - set(FIGURES)))
