@@ -25,7 +25,7 @@ from engine.spark.session import build_session
 from engine.storage.diskspace import describe_free, full_path, is_disk_full
 from engine.storage.retention import RetentionPolicy
 from marketspread.retention_worker import RetentionWorker
-from engine.storage.safe_delete import refuse_linked_folders
+from collector.safe_delete import refuse_linked_folders, remove_in
 from marketspread.metrics_wiring import attach_monitor, open_writer, rescale_point
 from marketspread.progress import ConsumedOffsetListener
 
@@ -60,7 +60,7 @@ def remove_unfinished_checkpoint_writes(checkpoint_dir: str | os.PathLike) -> li
         for name in files:
             if _SPARK_TEMP.match(name):
                 path = Path(root) / name
-                path.unlink(missing_ok=True)
+                remove_in(checkpoint_dir, path)
                 removed.append(path)
     return removed
 

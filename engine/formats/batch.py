@@ -35,9 +35,10 @@ from typing import Iterator, Mapping, NamedTuple
 
 import numpy as np
 
+from collector.safe_delete import remove_tree
+
 from engine.formats.result_frames import RESULT_FRAME
 from engine.storage.retention import BatchFootprint
-from engine.storage.safe_delete import remove_tree
 
 log = logging.getLogger(__name__)
 

@@ -7,6 +7,7 @@ as a link or skipped, and its target stays intact.
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -195,3 +196,30 @@ def test_dead_temp_folders_that_are_links_keep_their_targets(tmp_path):
     assert removed == [dead] and not dead.exists()
     _intact(folder, lone)
 
+
+
+def test_unfinished_checkpoint_writes_are_removed_without_following_links(tmp_path):
+    from marketspread.runner import remove_unfinished_checkpoint_writes
+    folder, lone = _outside(tmp_path)
+    temp = ".1.6b1e0f46-3d3c-4a3e-9d7e-0c9f2f0a1b2c.tmp"
+    (folder / temp).write_text("keep me")
+    checkpoint = tmp_path / "state" / "checkpoint"
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "state").symlink_to(folder)                   # a linked folder inside the checkpoint
+    (checkpoint / "offsets" / temp).symlink_to(lone)             # a temp file that is a link
+    removed = remove_unfinished_checkpoint_writes(checkpoint)
+    assert removed == [checkpoint / "offsets" / temp] and not (checkpoint / "offsets" / temp).is_symlink()
+    assert (folder / temp).read_text() == "keep me"
+    _intact(folder, lone)
+
+PRODUCT = ("engine", "collector", "spark_listener", "metrics_ui", "alerts", "marketspread", "perf")
+_DELETES = re.compile(r"shutil\.rmtree|\.unlink\(|os\.remove\(|os\.unlink\(")
+
+
+def test_every_delete_of_the_product_goes_through_the_link_safe_path():
+    root = Path(__file__).parents[2]
+    found = [f"{p.relative_to(root)}:{n}: {line.strip()}"
+             for pkg in PRODUCT for p in sorted((root / pkg).rglob("*.py")) if p.name != "safe_delete.py"
+             for n, line in enumerate(p.read_text().splitlines(), 1) if _DELETES.search(line)]
+    assert found == [], "delete through collector/safe_delete.py (remove_in, remove_file_in, remove_tree):\n" \
+        + "\n".join(found)
