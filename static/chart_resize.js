@@ -3,9 +3,11 @@
 // with a relayout 100 ms later, even when the chart already has its container's size:
 // defaults recomputed, and a `plotly_relayout` event that Dash sends to the server as the
 // chart's relayoutData (a page's zoom callbacks, one request per chart, all answering
-// nothing). Here such a resize resolves at once; one that changes the size, or of a chart
-// not laid out, goes to plotly.js as before. Dash loads every .js file in the assets folder
-// before plotly.js, which sets `window.Plotly` when it has run: the wrap is made then.
+// nothing). Here such a resize resolves at once, and so does one of a chart inside a hidden
+// element (plotly.js checks only the chart's own display, so it relayouts it to a size it
+// cannot measure); when the chart is shown, dcc.Graph's resize observer asks again. A resize
+// that changes the size goes to plotly.js as before. Dash loads every .js file in the assets
+// folder before plotly.js, which sets `window.Plotly` when it has run: the wrap is made then.
 (function () {
   function unchanged(gd) {
     var full = gd && gd._fullLayout;
@@ -20,7 +22,8 @@
     var resize = plots.resize;
     plots.resize = function (gd) {
       var div = typeof gd === 'string' ? document.getElementById(gd) : gd;
-      return unchanged(div) ? Promise.resolve(div) : resize.apply(this, arguments);
+      var hidden = div && div.isConnected && div._fullLayout && !div.getClientRects().length;
+      return hidden || unchanged(div) ? Promise.resolve(div) : resize.apply(this, arguments);
     };
     plots.resize.__msUnchanged = true;
   }

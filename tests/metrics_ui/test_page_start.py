@@ -103,4 +103,18 @@ def test_a_resize_that_changes_no_size_redraws_nothing(dash_duo):
         }, 300));
     """)
     assert relayouts == [0, 1]
+    # a chart inside a hidden element: nothing to measure, no relayout; shown, it takes its new size
+    hidden = dash_duo.driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        const gd = document.querySelector('#compare-latency .js-plotly-plot');
+        const seen = []; gd.on('plotly_relayout', e => seen.push(JSON.stringify(e)));
+        gd.parentNode.style.display = 'none';
+        Plotly.Plots.resize(gd).then(() => setTimeout(() => {
+            const whileHidden = seen.length;
+            gd.parentNode.style.display = '';
+            gd.style.width = (gd._fullLayout.width - 50) + 'px';
+            Plotly.Plots.resize(gd).then(() => setTimeout(() => done([whileHidden, seen.length]), 50));
+        }, 300));
+    """)
+    assert hidden == [0, 1]
     assert dash_duo.get_logs() == []
