@@ -108,3 +108,75 @@ def env_values(cls: type, environ: Mapping[str, str] | None = None, prefix: str 
         if raw:
             values[f.name] = parse_value(f.type, raw, var)
     return values
+
+
+def setting(default: Any, help: str, *, flag: str | None = None, group: str = "common",
+            metavar: str | None = None) -> Any:
+    """Declare a field of a settings record with its command-line flag (`add_setting_flags`).
+
+    The flag is `--field-name`, a boolean's the switch away from its default (`--no-x` for
+    x=True) unless `flag` spells it; `group` says which commands take it.
+    """
+    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "group": group,
+                                                        "metavar": metavar})
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """One settings field's command-line flag, as `setting` declared it."""
+    name: str
+    option: str
+    help: str
+    group: str
+    type: str
+    default: Any
+    metavar: str | None
+
+
+def setting_flags(cls: type) -> list[Flag]:
+    """Return the flags of the fields of dataclass `cls` declared with `setting`, in field order."""
+    out = []
+    for f in dataclasses.fields(cls):
+        if "help" not in f.metadata:
+            continue
+        typ = (f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))).replace(" | None", "")
+        dashed = f.name.replace("_", "-")
+        option = f.metadata["flag"] or (f"--no-{dashed}" if typ == "bool" and f.default else f"--{dashed}")
+        out.append(Flag(f.name, option, f.metadata["help"], f.metadata["group"], typ, f.default,
+                        f.metadata["metavar"]))
+    return out
+
+
+def shown(value: Any, name: str = "") -> str:
+    """Return a default as a flag's help shows it: on/off, sizes of `*_bytes` fields in binary units too."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, int) and name.endswith("_bytes") and value >= 1024 and value % 1024 == 0:
+        n, unit = value, ""
+        for unit in ("KiB", "MiB", "GiB", "TiB"):
+            n //= 1024
+            if n < 1024 or n % 1024:
+                break
+        return f"{value} ({n} {unit})"
+    return str(value)
+
+
+def add_setting_flags(container: Any, cls: type, *, group: str | None = None, names: tuple[str, ...] = (),
+                      defaults: Any = None, help: Mapping[str, str] | None = None, prefix: str = "MS_") -> None:
+    """Add to argparse `container` the flags of `cls`'s fields of `group` (or those `names`).
+
+    Each flag's help ends with its variable and the default of `defaults` (a record of `cls`,
+    e.g. one built from no environment; None: the declared ones). A flag not given parses to
+    None, so the environment, then the default, decides (`from_env` overrides).
+    """
+    types = {"int": int, "float": float, "Path": Path}
+    for fl in setting_flags(cls):
+        if (names and fl.name not in names) or (not names and fl.group != group):
+            continue
+        default = getattr(defaults, fl.name) if defaults is not None else fl.default
+        text = f"{(help or {}).get(fl.name, fl.help)} [{prefix}{fl.name.upper()}, default {shown(default, fl.name)}]"
+        text = text.replace("%", "%%")                       # argparse formats help with %
+        if fl.type == "bool":
+            container.add_argument(fl.option, dest=fl.name, action="store_const", const=not fl.default, help=text)
+        else:
+            container.add_argument(fl.option, dest=fl.name, type=types.get(fl.type), metavar=fl.metavar, help=text)

@@ -4,62 +4,34 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
-from collector.settings import env_is_set
-from engine.config import Config
+from collector.settings import add_setting_flags, env_is_set
+from engine.config import COMMON, JOB, RETENTION, Config
 from engine.spark.checkpoint import check_shards, settle_shards
 from marketspread.version import version
 
 
+def _add_config(p: argparse.ArgumentParser, group: str, title: str) -> None:
+    """Add the flags of `Config`'s fields of `group` (engine/config.py declares each one)."""
+    add_setting_flags(p.add_argument_group(title), Config, group=group, defaults=Config.from_env({}))
+
+
 def _add_common(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("common (also MS_<NAME> environment variables)")
-    g.add_argument("--state-dir", type=Path, help="state folder (default .state/, MS_STATE_DIR)")
-    g.add_argument("--master", help="Spark master URL (default local[*], e.g. spark://host:7077)")
-    g.add_argument("--shards", type=int, help="symbol shards = tasks of the stateful stage (default 1, else the checkpoint's; "
-                        "another count re-partitions the checkpoint's state)")
-    g.add_argument("--host", help="ingress bind address (default 127.0.0.1)")
-    g.add_argument("--nbbo-port", type=int, help="NBBO ingress port (default 7001)")
-    g.add_argument("--orders-port", type=int, help="orders ingress port (default 7002)")
-    g.add_argument("--max-backlog", type=int, help="records behind the job before ingress mutes its sockets")
-    g.add_argument("--max-rows-per-batch", type=int, help="largest micro-batch in records")
-    g.add_argument("--first-batch-rows", type=int,
-                   help="largest first micro-batch after each start (100000): results sooner while Spark warms")
-    g.add_argument("--trigger-ms", type=int, help="micro-batch trigger interval (default 0: as fast as possible)")
-    g.add_argument("--no-fsync", dest="fsync", action="store_const", const=False,
-                   help="ingress does not fsync (survives process crashes, not machine crashes)")
-    g.add_argument("--max-connections", type=int, help="ingress connections per port; more are refused (1024)")
-    g.add_argument("--idle-timeout", type=int, help="seconds before the ingress drops a silent connection (300)")
-    g.add_argument("--min-free-bytes", type=int, help="ingress mutes below this free space (1 GiB) ...")
-    g.add_argument("--min-free-percent", type=int, help="... or this share of the disk, whichever is smaller (5)")
-    g.add_argument("--deadletter-max-bytes", type=int, help="cap of the dead-letter file and its rotated copy (64 MiB)")
-    g.add_argument("--no-metrics", dest="metrics", action="store_const", const=False,
-                   help="record no latency metrics (default: on, written to MS_INFLUX_URL)")
+    _add_config(p, COMMON, "common (also MS_<NAME> environment variables)")
 
 
 def _add_retention(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("disk retention (docs/OPERATIONS.md: Retention and disk)")
-    g.add_argument("--results-retention", metavar="TIME",
-                   help="delete committed result batches older than this (default 24h; 0: no age bound)")
-    g.add_argument("--results-retention-bytes", metavar="SIZE",
-                   help="... and the oldest beyond this total (default 10GiB; 0: no size bound)")
-    g.add_argument("--keep-log", dest="log_retention", action="store_const", const=False,
-                   help="keep every ingress log segment (default: delete those the checkpoint no longer needs)")
-    g.add_argument("--checkpoint-batches", type=int,
-                   help="batches the checkpoint keeps (spark.sql.streaming.minBatchesToRetain, default 100)")
+    _add_config(p, RETENTION, "disk retention (docs/OPERATIONS.md: Retention and disk)")
 
 
 def config_from(args: argparse.Namespace) -> Config:
-    """Build the Config from the environment and the common flags."""
-    keys = ("state_dir", "master", "shards", "host", "nbbo_port", "orders_port", "max_backlog",
-            "max_rows_per_batch", "first_batch_rows", "trigger_ms", "fsync", "metrics", "max_connections", "idle_timeout",
-            "min_free_bytes", "min_free_percent", "deadletter_max_bytes", "results_retention",
-            "results_retention_bytes", "log_retention", "checkpoint_batches", "count_bytes_read")
-    over = {k: getattr(args, k, None) for k in keys}
+    """Build the Config from the environment and the flags given (every field of Config has one)."""
+    over = {f.name: getattr(args, f.name, None) for f in fields(Config)}
     cfg = Config.from_env(**over)
     check_shards(cfg.shards)
-    if over.get("max_backlog") is not None:
+    if over["max_backlog"] is not None and over["resume_backlog"] is None:
         cfg = replace(cfg, resume_backlog=cfg.max_backlog // 2)
     return cfg
 
@@ -207,17 +179,15 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, help="stop after this many seconds")
     p.add_argument("--forward", metavar="HOST:PORT",
                    help="also stream committed results to a TCP receiver (at-least-once per batch)")
-    p.add_argument("--count-bytes-read", dest="count_bytes_read", action="store_const", const=True,
-                   help="count the bytes the tasks read and log bytes/event at stop (each task's update "
-                        "is unpickled by the driver's Python, which the metrics threads share)")
+    _add_config(p, JOB, "job")
     _add_retention(p)
     _add_pause(p)
     p.set_defaults(func=_cmd_job)
 
     p = sub.add_parser("rescale", help="re-partition a stopped job's checkpoint to --shards N (the job "
                                        "does it itself when started with another --shards)")
-    p.add_argument("--state-dir", type=Path, help="state folder (default .state/, MS_STATE_DIR)")
-    p.add_argument("--shards", type=int, help="the shard count to re-partition the checkpoint's state to")
+    add_setting_flags(p, Config, names=("state_dir", "shards"), defaults=Config.from_env({}),
+                      help={"shards": "the shard count to re-partition the checkpoint's state to"})
     _add_pause(p)
     p.set_defaults(func=_cmd_rescale)
 

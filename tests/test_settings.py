@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pytest
@@ -162,3 +162,71 @@ def test_ui_config_from_env_keeps_the_refresh_default_when_unset(monkeypatch):
     assert UiConfig.from_env().refresh_ms == components.REFRESH_MS
     monkeypatch.setenv("MS_UI_REFRESH_MS", "5000")
     assert UiConfig.from_env().refresh_ms == 5000
+
+
+def _job_parser():
+    """The `job` command's parser: it takes every Config flag (common, job and retention)."""
+    import argparse
+    from marketspread.cli import build_parser
+    sub = next(a for a in build_parser(["job"])._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["job"]
+
+
+def test_every_config_field_has_one_flag_one_variable_and_its_default_in_the_help():
+    from collector.settings import setting_flags, shown
+    declared = setting_flags(Config)
+    assert [f.name for f in declared] == [f.name for f in fields(Config)]       # none without its flag
+    assert len({f.option for f in declared}) == len(declared)
+    parser = _job_parser()
+    by_dest: dict[str, list[str]] = {}
+    for action in parser._actions:
+        by_dest.setdefault(action.dest, []).extend(action.option_strings)
+    help_text = " ".join(parser.format_help().split())
+    defaults = Config.from_env({})
+    for f in declared:
+        assert by_dest.get(f.name) == [f.option], (f.name, by_dest.get(f.name))
+        assert f"[MS_{f.name.upper()}, default {shown(getattr(defaults, f.name), f.name)}]" in help_text, f.name
+        assert env_values(Config, {f"MS_{f.name.upper()}": str(getattr(defaults, f.name))}) == \
+            {f.name: getattr(defaults, f.name)}                                  # one variable each, read back
+
+
+@pytest.mark.parametrize("argv, field, value", [
+    (["job", "--no-fsync"], "fsync", False), (["job", "--no-metrics"], "metrics", False),
+    (["job", "--keep-log"], "log_retention", False), (["job", "--count-bytes-read"], "count_bytes_read", True),
+    (["job", "--spark-ui"], "spark_ui", True), (["job", "--shards", "3"], "shards", 3),
+    (["job", "--state-dir", "/s"], "state_dir", Path("/s")), (["ingress", "--host", "0.0.0.0"], "host", "0.0.0.0"),
+    (["demo", "--results-retention", "1h"], "results_retention", "1h"),
+    (["job", "--checkpoint-batches", "7"], "checkpoint_batches", 7),
+    (["rescale", "--shards", "4"], "shards", 4),
+])
+def test_flags_set_their_field_and_a_flag_not_given_leaves_the_environment_s(argv, field, value, monkeypatch):
+    from marketspread.cli import build_parser, config_from
+    for f in fields(Config):
+        monkeypatch.delenv(f"MS_{f.name.upper()}", raising=False)
+    assert getattr(config_from(build_parser(argv).parse_args(argv)), field) == value
+    monkeypatch.setenv("MS_TRIGGER_MS", "9")
+    assert config_from(build_parser(argv).parse_args(argv)).trigger_ms == 9
+
+
+def test_max_backlog_alone_sets_the_resume_mark_to_half_of_it(monkeypatch):
+    from marketspread.cli import build_parser, config_from
+    monkeypatch.delenv("MS_RESUME_BACKLOG", raising=False)
+    monkeypatch.delenv("MS_MAX_BACKLOG", raising=False)
+    cfg = config_from(build_parser(["ingress"]).parse_args(["ingress", "--max-backlog", "1000"]))
+    assert (cfg.max_backlog, cfg.resume_backlog) == (1000, 500)
+    argv = ["ingress", "--max-backlog", "1000", "--resume-backlog", "100"]
+    assert config_from(build_parser(argv).parse_args(argv)).resume_backlog == 100
+
+
+def test_the_operations_settings_table_names_every_config_variable_and_flag():
+    """docs/OPERATIONS.md's settings table: each field's variable, and the flag beside it is the declared one."""
+    import re
+    from collector.settings import setting_flags
+    text = (PROJECT_ROOT / "docs" / "OPERATIONS.md").read_text()
+    table = text[text.index("## Settings"):]
+    rows = [line for line in table.splitlines() if line.startswith("| `MS_")]
+    for f in setting_flags(Config):
+        var = f"`MS_{f.name.upper()}`"
+        [row] = [r for r in rows if var in r.split("|")[1]]
+        named = re.findall(r"`MS_([A-Z_]+)` \(`(--[a-z-]+)`\)", row.split("|")[1])
+        assert (f.name.upper(), f.option) in named, (f.name, row)
