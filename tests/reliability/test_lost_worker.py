@@ -234,7 +234,7 @@ def test_lost_worker_is_rescheduled_and_comes_back(tmp_path, influx_client):
     view = MetricsStore(influx_client).executor_view(app, rng, 10)
     assert view.losses is not None and view.losses.lost == 1, view.losses
     assert [b for b, _ in view.losses.retried] == batches
-    body = executors_section(view, Frame(rng, "r", []), generic=False).body
+    body = executors_section(view, Frame(rng, "r", [])).body
     line = next(c for c in body if getattr(c, "id", None) == f"{QUERY_EXECUTORS}-losses").children
     assert "2 active, 1 lost" in line and f"(last: {lost_id} on " in line and f": {batches[0]} (" in line, line
     events = _query(influx_client, 'SELECT "state" FROM "alert_events" WHERE "rule" = $rule',
