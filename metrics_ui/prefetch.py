@@ -50,6 +50,18 @@ def with_preloads(index_string: str, prefix: str = "/") -> str:
     return index_string.replace("{%css%}", "{%css%}\n" + preload_links(prefix), 1)
 
 
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """Return the process' pool of `workers` threads: every app of a process (tests make many) shares it."""
+    with _POOLS_LOCK:
+        if workers not in _POOLS:
+            _POOLS[workers] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="page-prefetch")
+        return _POOLS[workers]
+
+
 def _key(module: str, kwargs: dict) -> str:
     return module + "\0" + json.dumps(kwargs, sort_keys=True, default=str)
 
@@ -60,7 +72,7 @@ class Prefetch:
     def __init__(self, workers: int = WORKERS, max_pending: int = MAX_PENDING, max_age_s: float = MAX_AGE_S,
                  clock: Callable[[], float] = time.monotonic):
         self.max_pending, self.max_age_s, self._clock = max_pending, max_age_s, clock
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="page-prefetch")
+        self._pool = _pool(workers)
         self._pending: OrderedDict[str, tuple[float, Future]] = OrderedDict()
         self._lock = threading.Lock()
 
