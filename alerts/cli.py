@@ -20,6 +20,7 @@ from pathlib import Path
 
 from collector.metrics.backend import MetricsError
 from collector.names import check_name
+from collector.settings import default_state_dir
 
 from alerts.evaluate import NODATA_POLICIES
 from alerts.evaluator import read_status, start_evaluator
@@ -29,7 +30,7 @@ from alerts.lease import Lease, leader_of
 from alerts.namespace import load_namespace
 from alerts.rules import CONDITION_HELP, SEVERITY_HELP, Rule, format_duration, redact_url
 from alerts.scope_names import check_rules
-from alerts.settings import AlertSettings
+from alerts.settings import DEFAULT_INTERVAL_S, AlertSettings
 from alerts.store import RuleStore, read_rules_file
 from alerts.webhook_target import check_webhook_target
 from alerts.wiring import BackendConfig, close_reader, describe, open_reader, open_writer
@@ -39,7 +40,8 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the `alerts` subcommands."""
-    parser.add_argument("--state-dir", type=Path, help="state folder holding alerts/rules.json (MS_STATE_DIR)")
+    parser.add_argument("--state-dir", type=Path, help="state folder holding alerts/rules.json "
+                                                      f"[MS_STATE_DIR, default {default_state_dir({})}]")
     sub = parser.add_subparsers(dest="alerts_command", required=True, metavar="{list,add,rm,load,mute,unmute,serve}")
 
     p = sub.add_parser("list", help="list the rules with their current state")
@@ -60,8 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--operator", help="one stateful operator, e.g. 0:stateStoreSave (state_rows, late_rows, ...)")
     p.add_argument("--app", help="a Spark application id (heap_used, gc_time; default: any)")
     p.add_argument("--executor", help="one executor: driver or its id (heap_used, gc_time; default: all)")
-    p.add_argument("--window", default="1m", help="evaluation window (default 1m)")
-    p.add_argument("--for", dest="for_", default="0s", help="pending period before firing (default 0s)")
+    p.add_argument("--window", default="1m", help="evaluation window (default %(default)s)")
+    p.add_argument("--for", dest="for_", default="0s", help="pending period before firing (default %(default)s)")
     p.add_argument("--webhook", help="http(s) URL that receives a JSON POST on FIRING and RESOLVED "
                                      "(public addresses only, unless MS_WEBHOOK_ALLOW allows it)")
     p.add_argument("--muted", action="store_true", help="add it muted (evaluated, not notified)")
@@ -88,7 +90,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.set_defaults(alerts_func=_mute, muted=muted)
 
     p = sub.add_parser("serve", help="run the evaluator in the foreground (when no job runs it)")
-    p.add_argument("--interval", type=float, help="seconds between evaluations (default 5, MS_ALERTS_INTERVAL_S)")
+    p.add_argument("--interval", type=float, help="seconds between evaluations "
+                                                  f"[MS_ALERTS_INTERVAL_S, default {DEFAULT_INTERVAL_S:g}]")
     p.add_argument("--duration", type=float, help="stop after this many seconds")
     p.set_defaults(alerts_func=_serve)
 
@@ -231,8 +234,16 @@ def _serve(args, store: RuleStore) -> int:
     cfg = args.influx
     spool = store.path.parent.parent / "metrics-spool" / "alerts"
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    # the handlers are put back at the end: `main` may run in a process that goes on (tests)
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _evaluate_until_stopped(args, store, cfg, spool, policy, stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)   # None: not set from Python
+
+
+def _evaluate_until_stopped(args, store: RuleStore, cfg, spool, policy, stop: threading.Event) -> int:
     with open_writer(cfg, spool, interval=0.2) as writer:
         ev = start_evaluator(None, writer, client=open_reader(cfg), interval_s=args.interval,
                              rules_path=store.path, webhook_policy=policy, settings=args.alerts)

@@ -1,15 +1,14 @@
 """Alert state per state folder, and scope names checked, against a real run in a real InfluxDB.
 
 One real replay (ingress, Spark, the metrics shipper) writes the metrics; `marketspread
-alerts serve` processes of different state folders share its database; `alerts add` and
-`alerts load` run as a user runs them.
+alerts serve` processes of different state folders share its database; `alerts add`,
+`list` and `load` run through the command line's `main`, in-process.
 """
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from engine.tools.generate import generate
 
 from ..conftest import fresh_database
 from .webhook_server import WebhookReceiver
+from ..cli_inprocess import run_main
 from collector.settings import PROJECT_ROOT
 
 ROOT = PROJECT_ROOT
@@ -64,8 +64,7 @@ def _env(client, state: Path, **extra: str) -> dict:
 
 
 def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "marketspread", "alerts", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return run_main(["alerts", *args], env)
 
 
 def _one_line_error(out: subprocess.CompletedProcess) -> str:

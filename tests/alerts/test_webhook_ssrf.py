@@ -8,7 +8,6 @@ import ipaddress
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from alerts.webhook_target import WebhookPolicy, WebhookRefused, address_class, 
 from collector.influx import Point
 
 from .webhook_server import WebhookReceiver, tls_for
+from ..cli_inprocess import run_main
 from collector.settings import PROJECT_ROOT
 
 ROOT = PROJECT_ROOT
@@ -33,8 +33,7 @@ PUBLIC = "93.184.216.34"
 
 
 def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "marketspread", "alerts", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return run_main(["alerts", *args], env)
 
 
 def _env(tmp_path: Path, influx_client, **extra: str) -> dict:

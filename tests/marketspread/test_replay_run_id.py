@@ -1,20 +1,17 @@
 """`replay --run-id` names a folder inside the state folder, never a path: hostile ids are refused.
 
-The command runs as a real process; a refused id must leave every folder as it was (before
-the fix, `--run-id /some/dir` removed that folder and `--run-id ..` the state folder itself).
+The command runs through the command line's `main`, in-process; a refused id must leave every
+folder as it was (before the fix, `--run-id /some/dir` removed that folder and `--run-id ..` the
+state folder itself).
 """
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from perf.fleet import marketspread_cmd
-from collector.settings import PROJECT_ROOT
-
-ROOT = PROJECT_ROOT
+from ..cli_inprocess import run_main
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
@@ -38,11 +35,8 @@ def layout(tmp_path):
 
 
 def _replay(root: Path, run_id: str) -> subprocess.CompletedProcess:
-    argv = marketspread_cmd() + ["replay", "--state-dir", str(root / "state"), "--nbbo", str(root / "nbbo.msg"),
-                                 "--orders", str(root / "orders.msg"), "--out", str(root / "out.msg"),
-                                 "--run-id", run_id, "--no-metrics"]
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
-    return subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    return run_main(["replay", "--state-dir", root / "state", "--nbbo", root / "nbbo.msg", "--orders",
+                     root / "orders.msg", "--out", root / "out.msg", "--run-id", run_id, "--no-metrics"], env={})
 
 
 @pytest.mark.parametrize("run_id, reason", [

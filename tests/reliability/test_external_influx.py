@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-import sys
 import time
 import uuid
 
@@ -22,9 +21,8 @@ from collector.influx.server import InfluxServer
 from engine.config import Config
 from marketspread.replay import replay
 from engine.tools.generate import generate
-from collector.settings import PROJECT_ROOT
 
-ROOT = PROJECT_ROOT
+from ..cli_inprocess import run_main
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +43,8 @@ def _policies(admin: InfluxClient, db: str) -> dict[str, dict]:
 
 
 def _marketspread(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    """Run `marketspread ARGS` as a user would."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MS_INFLUX_")} | env
-    return subprocess.run([sys.executable, "-m", "marketspread", *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**env, "PYTHONPATH": str(ROOT)}, timeout=60)
+    """Run `marketspread ARGS` as a user would (its `main`, in-process): this environment, `env` for MS_INFLUX_*."""
+    return run_main(list(args), {k: v for k, v in os.environ.items() if not k.startswith("MS_INFLUX_")} | env)
 
 
 def _writer_lines(caplog) -> list[str]:

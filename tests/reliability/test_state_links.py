@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +12,8 @@ from engine.formats.shard_files import delete_shard_segments
 from engine.formats.batch import retained_from, batch_dir
 from marketspread.retention_worker import RetentionWorker
 from tests.marketspread.test_retention_worker import _commit, _write_batch
+
+from ..cli_inprocess import run_main
 
 
 def _outside(tmp_path: Path) -> Path:
@@ -75,9 +75,7 @@ def test_the_job_refuses_a_state_folder_whose_managed_folders_are_links(tmp_path
         parent = state / managed
         parent.parent.mkdir(parents=True, exist_ok=True)
         parent.symlink_to(target, target_is_directory=True)
-        r = subprocess.run([sys.executable, "-m", "marketspread", "job", "--state-dir", str(state),
-                            "--master", "local[1]", "--no-metrics", "--duration", "1"],
-                           capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2])
+        r = run_main(["job", "--state-dir", state, "--master", "local[1]", "--no-metrics", "--duration", "1"])
         assert r.returncode == 2, r.stderr[-2000:]
         assert "is a link" in r.stderr and str(parent) in r.stderr and "Traceback" not in r.stderr
         assert sorted(str(f.relative_to(target)) for f in target.rglob("*")) == ["a.txt", "b.txt", "sub", "sub/c.txt"]
