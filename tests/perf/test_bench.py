@@ -6,7 +6,7 @@ import subprocess
 
 from perf.perftest import ROOT
 
-from .conftest import run_bench_cli
+from ..cli_inprocess import run_main
 
 
 def _count(client, measurement: str, field: str, run: str, **tags) -> int:
@@ -62,8 +62,9 @@ def test_bench_records_the_run_as_json_and_in_influxdb(bench_done, bench_db):
 
 
 def test_bench_rejects_bad_flags_with_a_clear_error(bench_db):
-    proc = run_bench_cli(["--duration", "0"], bench_db, timeout=60)
+    env = {**os.environ, **bench_db.config.as_env()}
+    proc = run_main(["bench", "--duration", "0"], env)
     assert proc.returncode == 2
     assert "--duration must be between" in proc.stderr and "Traceback" not in proc.stderr
-    proc = run_bench_cli(["--rate", "-5"], bench_db, timeout=60)
+    proc = run_main(["bench", "--rate", "-5"], env)
     assert proc.returncode == 2 and "--rate must be positive" in proc.stderr
