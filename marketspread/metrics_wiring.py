@@ -148,7 +148,7 @@ class IngressMetrics:
 
 
 class IngressMutedShare:
-    """`muted_share_fn` for the Spark listener: the ingress' muted share over a window.
+    """The job adapter's `held_back_share`: the ingress' muted share over a window.
 
     Samples the ingress' `stats.json` (written by the ingress every 100 ms, wherever it
     runs, beside the log the job reads) each time it is asked.

@@ -1,6 +1,7 @@
 """Metrics end to end: real Spark job, real InfluxDB server, counts exact, outage survived."""
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -9,6 +10,7 @@ import pytest
 from hdrh.histogram import HdrHistogram
 
 from collector.influx import InfluxClient
+from collector.vocabulary import MARKET_SPREAD_STEPS
 from engine.config import Config
 from engine.formats.log import read_consumed
 from marketspread.replay import replay
@@ -60,6 +62,12 @@ def test_step_counts_equal_events_across_batches_and_partitions(spark, metrics_e
         status, busy, pressured = last[step]
         assert status == "OK" and 0 < busy <= 1 and pressured == 0, step
     assert last["ingress"][0] in ("OK", "LOW", "HIGH") and 0 <= last["ingress"][2] <= 1
+    # the job, attached through monitor() with its adapter: the ingress' muted share is its held-back share
+    status, busy, held_back = last["job"]
+    assert status in ("OK", "LOW", "HIGH") and 0 < busy <= 1 and (held_back is None or 0 <= held_back <= 1)
+    runs = metrics_env.query('SELECT "steps", "app_id" FROM runs WHERE "run" = $run', params={"run": "counts"})
+    (row,) = runs[0].values
+    assert json.loads(row[1]) == list(MARKET_SPREAD_STEPS) and row[2] == spark.sparkContext.applicationId
 
 
 def test_stored_hdr_decodes_with_the_hdrhistogram_package(spark, metrics_env, inputs, tmp_path):
