@@ -230,3 +230,36 @@ def test_the_operations_settings_table_names_every_config_variable_and_flag():
         [row] = [r for r in rows if var in r.split("|")[1]]
         named = re.findall(r"`MS_([A-Z_]+)` \(`(--[a-z-]+)`\)", row.split("|")[1])
         assert (f.name.upper(), f.option) in named, (f.name, row)
+
+
+def _options(parser) -> set[str]:
+    """Every option string of `parser` and of the subcommands under it."""
+    import argparse
+    found = set()
+    for action in parser._actions:
+        found |= set(action.option_strings)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _options(sub)
+    return found
+
+
+def test_the_operations_command_synopsis_names_only_flags_the_commands_take():
+    """docs/OPERATIONS.md's "Command line" block is typed by hand: each flag in it must exist."""
+    import argparse
+    import re
+    from marketspread.cli import build_parser
+    text = (PROJECT_ROOT / "docs" / "OPERATIONS.md").read_text()
+    block = text[text.index("## Command line"):text.index("## Settings")]
+    command, bad = None, []
+    for line in block.splitlines():
+        if line.startswith("marketspread "):
+            command = line.split()[1]
+        if command is None or command.startswith("-"):
+            continue
+        root = build_parser([command])
+        sub = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction))
+        known = _options(sub.choices[command])
+        bad += [f"{command} {flag}" for flag in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", line.split("#")[0])
+                if flag not in known]
+    assert command is not None and not bad, bad
