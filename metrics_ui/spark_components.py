@@ -219,7 +219,8 @@ def executors_section(view: ExecutorView | None, frame: Frame) -> Section:
         *([losses] if losses is not None else []),
         table(EXECUTORS_HEADER, rows, f"{QUERY_EXECUTORS}-table")],
         note="GC time, CPU time and shuffle bytes are totals since each JVM started."),
-        {f"{QUERY_EXECUTORS}-heap": chart(0), f"{QUERY_EXECUTORS}-gc": chart(1)})
+        {f"{QUERY_EXECUTORS}-heap": chart(0),
+         **({f"{QUERY_EXECUTORS}-gc": chart(1)} if any(s.values for s in (*view.gc_ms_per_s, *view.cpu_cores)) else {})})
 
 
 BUILDERS = {QUERY_SOURCES: sources_section, QUERY_BATCHES: batches_section, QUERY_STATE: state_section,

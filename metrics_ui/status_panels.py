@@ -75,7 +75,8 @@ def step_order(window: dict) -> tuple:
 
 
 def bp_parts(bp: BackpressureView, order: tuple, window: dict) -> tuple[dict, dict]:
-    """Return the `only_changed` entries of the backpressure table and job graph, and of its row's two charts.
+    """Return the `only_changed` entries of the backpressure table and job graph, and of its row's charts:
+    those with figures (both, saying so, when neither has any).
 
     The panel is built once, if any part changed.
     """
@@ -92,8 +93,12 @@ def bp_parts(bp: BackpressureView, order: tuple, window: dict) -> tuple[dict, di
         return build
 
     charts = (bp, shown, revision, markers)
-    return ({"table": (bp.latest, panel(0)), "graph": (bp.latest, panel(1))},
-            {JOB_BP_BUSY: (charts, panel(2)), JOB_BP_BACKLOG: (charts, panel(3))})
+    drawn = {JOB_BP_BUSY: (charts, panel(2)), JOB_BP_BACKLOG: (charts, panel(3))}
+    has = {JOB_BP_BUSY: any(s.values for s in (*bp.busy, *bp.backpressured)),
+           JOB_BP_BACKLOG: any(s.values for s in bp.backlog)}
+    if any(has.values()):            # a chart without figures is left out (a query's job writes no backlog)
+        drawn = {g: part for g, part in drawn.items() if has[g]}
+    return {"table": (bp.latest, panel(0)), "graph": (bp.latest, panel(1))}, drawn
 
 
 def bp_view(window: dict, run: str) -> BackpressureView:
@@ -125,7 +130,8 @@ def backpressure_outputs(window, run, digests, is_open=False):
     order = step_order(window)
     panel, charts = bp_parts(bp, order, window)
     changed, digests = c.only_changed({
-        **panel, "charts": rows.mounted(is_open, lambda: rows.make(JOB_BP_ROW, charts, scope="job-bp"))},
+        **panel, "charts": rows.mounted(is_open, lambda: rows.make(JOB_BP_ROW, charts, scope="job-bp",
+                                                                   ids=(JOB_BP_BUSY, JOB_BP_BACKLOG)), charts)},
         digests, scope="job-bp")
     return (*changed, digests)
 

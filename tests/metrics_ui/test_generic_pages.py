@@ -6,6 +6,7 @@ import time
 import numpy as np
 
 from collector.aggregate import IntervalHistogram
+from collector.backpressure import BackpressureFigures, backpressure_point
 from collector.histogram import LatencyHistogram
 from collector.influx.lineproto import Point
 from collector.points import latency_point
@@ -167,4 +168,21 @@ def test_step_page_bins_reach_minutes_for_spark_scale_latencies(dash_duo, ui_app
     assert bars["x"][-5:] == ["≤ 1 s", "≤ 4 s", "≤ 16 s", "≤ 1 min", "> 1 min"], bars["x"]
     assert [round(y, 1) for y in bars["y"][-5:]] == [12.5, 12.5, 25.0, 50.0, 0.0], bars["y"]
     assert dash_duo.driver.title == "Step · Spark streaming monitor"
+    assert dash_duo.get_logs() == []
+
+
+def test_a_querys_job_backpressure_opens_with_its_busy_share_and_no_empty_backlog_chart(dash_duo, ui_app,
+                                                                                         influx_client):
+    now = time.time_ns() // NS * NS
+    g = generic_run("busy", now - 9 * NS, seconds=10)
+    figures = BackpressureFigures(0.6, None, 0.4, None, None, "LOW")       # what the monitor writes: no backlog
+    busy = [backpressure_point("busy", "job", figures, now - k * NS) for k in range(1, 8)]
+    for p in busy:
+        p.tags["run_id"] = "sr-3"                       # the listener tags its points with Spark's runId
+    influx_client.write(g.points + busy)
+    dash_duo.start_server(ui_app, port=free_port())
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/busy")
+    assert _names(dash_duo, "job-bp-busy") == ["job busy"]            # open at first: the run has steps
+    assert not dash_duo.find_element("#job-bp-backlog").is_displayed()
+    assert "no data" not in dash_duo.find_element("body").text
     assert dash_duo.get_logs() == []
