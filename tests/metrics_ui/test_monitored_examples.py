@@ -71,3 +71,25 @@ def test_each_example_is_listed_with_its_last_minutes_throughput(dash_duo, ui_ap
         timeout=TIMEOUT, msg="files_enrich's steps not drawn in their declared order")
     dash_duo.find_element("#job-executors-toggle").click()           # the executors' charts: a click away
     assert _wait_traces(dash_duo, "job-executors-heap")
+
+    # each example's job page: its run id, what a Spark user checks first drawn at once, every chart shown
+    # drawn with data, and nothing for what it does not have (no state section without state, no empty table)
+    drawn = ("return [...document.querySelectorAll('.js-plotly-plot')].filter(g => g.offsetParent !== null)"
+             ".map(g => [g.closest('.dash-graph').id, (g.data || []).some(t => (t.y || []).length > 0)]);")
+    for name in EXAMPLES:
+        dash_duo.wait_for_page(url=f"{dash_duo.server_url}/run/{name}")
+        assert dash_duo.find_element("#job-run-id-shown").text, name
+        for graph in ("job-query-batches-duration", "job-query-batches-input", "job-sources-rates"):
+            assert _wait_traces(dash_duo, graph), (name, graph)
+        stateful = name in ("rate_windowed", "stream_join")
+        assert dash_duo.find_element("#job-state").is_displayed() == stateful, name
+        if stateful:
+            dash_duo.find_element("#job-state-toggle").click()
+            for graph in ("job-state-rows", "job-state-memory", "job-state-late"):
+                assert _wait_traces(dash_duo, graph), (name, graph)
+        assert dash_duo.find_element("#job-latency").is_displayed() == (name == "files_enrich"), name
+        empty = [g for g, has_data in dash_duo.driver.execute_script(drawn) if not has_data]
+        assert not empty, (name, empty)
+        text = dash_duo.find_element("body").text
+        assert not any(s in text for s in ("not reported", "no data", "no latency steps", "no backpressure")), name
+    assert dash_duo.get_logs() == []
