@@ -9,6 +9,7 @@ alert back.
 """
 from __future__ import annotations
 
+import os
 import signal
 import time
 
@@ -17,6 +18,7 @@ from collector.query.store import MetricsStore
 from perf.fleet import signal_session
 from tests.alerts.alertmanager_fixture import alertmanager  # noqa: F401 - the fixture
 from tests.alerts.webhook_server import WebhookReceiver
+from tests.cli_inprocess import run_main
 from tests.reliability.harness import ROOT, fleet_for, wait_until
 
 JOB = "rate_windowed"
@@ -44,8 +46,9 @@ def test_a_killed_driver_is_lost_and_pages_once_through_the_dashboard(tmp_path, 
             wait_until(lambda: _batches(influx_client, JOB) >= 3, 240, "the job's batches", procs)
             for name, cond, extra in (("dead", "batch_age > 8s", []), ("lost", "status = lost", []),
                                       ("busy", "max(batch_duration) > 1ms", ["--window", "10s"])):
-                fleet.spawn(f"add-{name}", ["alerts", "add", name, cond, "--job", JOB, "--webhook", hook.url, *extra]
-                            ).popen.wait(60)
+                added = run_main(["alerts", "add", name, cond, "--job", JOB, "--webhook", hook.url, *extra],
+                                 {**os.environ, **env})
+                assert added.returncode == 0, added.stderr
             busy = hook.next(timeout=60)
             assert (busy["rule"], busy["state"]) == ("busy", "FIRING")
             silence = alertmanager.api("POST", "/silences", {
