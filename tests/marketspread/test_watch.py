@@ -13,6 +13,8 @@ import pytest
 
 from collector.influx import InfluxClient
 
+from ..cli_inprocess import run_main
+
 ROOT = Path(__file__).resolve().parents[2]
 PLAIN_JOB = Path(__file__).parent / "data" / "plain_job.py"
 PROJECT = {"collector", "engine", "spark_listener", "alerts", "metrics_ui", "marketspread", "perf"}
@@ -90,9 +92,9 @@ def test_watch_gives_an_unmodified_job_the_no_code_figures(influx_client, tmp_pa
 def test_watch_refuses_a_missing_script_and_a_bad_run_name(tmp_path):
     import os
     env = dict(os.environ, MS_STATE_DIR=str(tmp_path))
-    missing = _watch(env, "--", str(tmp_path / "nope.py"), timeout=60)
+    missing = run_main(["watch", "--", tmp_path / "nope.py"], env)      # refused before anything starts
     assert missing.returncode == 2 and "no such script" in missing.stderr
-    bad = _watch(env, "--run", "../x", "--", str(PLAIN_JOB), timeout=60)
+    bad = run_main(["watch", "--run", "../x", "--", PLAIN_JOB], env)
     assert bad.returncode == 2 and "run" in bad.stderr
 
 
