@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import sys
 from dataclasses import fields, replace
@@ -12,6 +11,8 @@ from collector.settings import add_setting_flags, env_is_set
 from engine.config import COMMON, JOB, RETENTION, Config
 from engine.spark.checkpoint import check_shards, settle_shards
 from marketspread.version import version
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def _add_config(p: argparse.ArgumentParser, group: str, title: str) -> None:
@@ -241,36 +242,15 @@ def main(argv: list[str] | None = None) -> int:
     """Run the `marketspread` command line."""
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
-    with _logging_to_stderr(args.verbose):
-        try:
-            return int(args.func(args) or 0)
-        except KeyboardInterrupt:
-            return 130
-        except (ValueError, OSError, TimeoutError, RuntimeError) as e:    # OSError: e.g. a full disk
-            print(f"marketspread {args.command}: error: {e}", file=sys.stderr)
-            return 2
-
-
-@contextlib.contextmanager
-def _logging_to_stderr(verbose: bool):
-    """Log to this call's stderr while the command runs.
-
-    In a process of its own the handler stays, as `logging.basicConfig` would leave it (what
-    exit handlers log is still seen); where logging was set up already (a test calling `main`
-    in-process, reading stderr per call) it is removed again and the levels restored.
-    """
-    root = logging.getLogger()
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    embedded = bool(root.handlers)
-    level, py4j = root.level, logging.getLogger("py4j").level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    # a process's first command sets logging up; where it is set up already (an embedding
+    # process, a test calling `main` in-process) it is left as it is, so `main` runs again
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format=LOG_FORMAT, stream=sys.stderr)
     logging.getLogger("py4j").setLevel(logging.WARNING)      # one INFO line per callback otherwise
     try:
-        yield
-    finally:
-        if embedded:
-            root.removeHandler(handler)
-            root.setLevel(level)
-            logging.getLogger("py4j").setLevel(py4j)
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except (ValueError, OSError, TimeoutError, RuntimeError) as e:    # OSError: e.g. a full disk
+        print(f"marketspread {args.command}: error: {e}", file=sys.stderr)
+        return 2

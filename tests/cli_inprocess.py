@@ -6,14 +6,15 @@ itself (signals, a server's exit, sockets, the installed command) needs an inter
 from __future__ import annotations
 
 import io
+import logging
 import os
 import subprocess
-from contextlib import redirect_stderr, redirect_stdout
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from typing import Mapping
 
 import pytest
 
-from marketspread.cli import main
+from marketspread.cli import LOG_FORMAT, main
 
 
 def run_main(argv: list, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -21,10 +22,11 @@ def run_main(argv: list, env: Mapping[str, str] | None = None) -> subprocess.Com
 
     `env` given: the command sees exactly its `MS_*` variables (as a child given `env=`);
     the others of `env` (PATH, PYTHONPATH) mean nothing in-process. Restored afterwards.
+    Its log lines are in its stderr, as a process's are (`main` leaves pytest's logging be).
     """
     argv = [str(a) for a in argv]
     out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as mp, redirect_stdout(out), redirect_stderr(err):
+    with pytest.MonkeyPatch.context() as mp, redirect_stdout(out), redirect_stderr(err), _logging_to(err, argv):
         if env is not None:
             for name in [k for k in os.environ if k.startswith("MS_") and k not in env]:
                 mp.delenv(name)
@@ -36,3 +38,19 @@ def run_main(argv: list, env: Mapping[str, str] | None = None) -> subprocess.Com
         except SystemExit as e:                             # argparse: --help, --version, a bad flag
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     return subprocess.CompletedProcess(["marketspread", *argv], code, out.getvalue(), err.getvalue())
+
+
+@contextmanager
+def _logging_to(stream: io.StringIO, argv: list[str]):
+    """Log to `stream` at the command's level while it runs, as `main` does in a process of its own."""
+    root = logging.getLogger()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if {"-v", "--verbose"} & set(argv) else logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)

@@ -9,8 +9,7 @@ from ..cli_inprocess import run_main
 
 def _process_state() -> tuple:
     root = logging.getLogger()
-    return (list(root.handlers), root.level, logging.getLogger("py4j").level,
-            signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    return list(root.handlers), root.level, signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
 
 
 def test_main_runs_twice_and_leaves_logging_and_signal_handlers_as_it_found_them(tmp_path):
