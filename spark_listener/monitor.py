@@ -353,6 +353,8 @@ class SparkMonitor:
         vanishes; unreadable sample files are counted in `unreadable`. The samples of tasks
         outside any streaming query (a batch job's `record_latency`) go along, at least once.
         """
+        if not self.spool_dir.is_dir():       # no task recorded a sample yet (Market Spread's never do): one stat
+            return []
         batch = collect_batch_figures(self.spool_dir, rec.query_id, rec.batch_id)
         return self._points(rec.run, rec.query, batch, rec.end_ns) + self._unbatched_points()
 
