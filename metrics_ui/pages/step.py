@@ -1,5 +1,8 @@
 """Step page: one step's latency distribution (Wallaroo bins, full percentile curve), throughput, workers.
 
+Its bins are Wallaroo's up to 1 s, then minutes and up to an hour as far as the step's slowest
+events reach (`collector.bins.step_bins`): a Spark job's event-time latencies are seconds to minutes.
+
 Like the job page, its range and refresh rate live in the address, a zoom of the throughput
 chart's time axis becomes the range, charts keep the user's view across live updates, and
 a tick sends only the outputs that changed (the throughput chart as a Patch of its new points).
