@@ -36,7 +36,8 @@ SECTION_GRAPHS = tuple(f"{s}-{chart}" for s in SECTIONS for chart in CHARTS[s])
 #: Each section's row of charts: its title.
 ROW_LABELS = {QUERY_BATCHES: "Batch duration against the trigger, input rows per batch",
               QUERY_SOURCES: "Input rate against processing rate, rows behind",
-              QUERY_STATE: "State rows and memory, rows dropped by the watermark", QUERY_EXECUTORS: "Heap and GC time over time"}
+              QUERY_STATE: "State rows and memory, rows dropped by the watermark",
+              QUERY_EXECUTORS: "Heap and GC time over time"}
 HIDDEN = {"display": "none"}
 SOURCES_HEADER = ("source", "rows in range", "input rows/s\nover the range", "processed rows/s\nover batch time",
                   "rows behind\nnewest", "files behind\nnewest")
@@ -214,13 +215,14 @@ def executors_section(view: ExecutorView | None, frame: Frame) -> Section:
                 built.extend(qf.executor_figures(view))
             return frame.axes(built[i])
         return build
+    work = any(s.values for s in (*view.gc_ms_per_s, *view.cpu_cores))
     return Section(_section(QUERY_EXECUTORS, "Executors", [
         html.P(["Spark application ", html.Code(view.app_id)], className="summary", id=f"{QUERY_EXECUTORS}-summary"),
         *([losses] if losses is not None else []),
         table(EXECUTORS_HEADER, rows, f"{QUERY_EXECUTORS}-table")],
         note="GC time, CPU time and shuffle bytes are totals since each JVM started."),
         {f"{QUERY_EXECUTORS}-heap": chart(0),
-         **({f"{QUERY_EXECUTORS}-gc": chart(1)} if any(s.values for s in (*view.gc_ms_per_s, *view.cpu_cores)) else {})})
+         **({f"{QUERY_EXECUTORS}-gc": chart(1)} if work else {})})
 
 
 BUILDERS = {QUERY_SOURCES: sources_section, QUERY_BATCHES: batches_section, QUERY_STATE: state_section,

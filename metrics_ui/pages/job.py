@@ -113,7 +113,8 @@ def layout(run_id: str | None = None, **query) -> html.Div:
     sections = _filled(_query_outputs(window, run, {}, *(is_open[s] for s in sc.SECTIONS)),
                        (sc.HIDDEN, None, [], sc.HIDDEN) * len(sc.SECTIONS) + ({},))
     first = {sc.QUERY_BATCHES, sc.QUERY_SOURCES}      # what a Spark user checks first, above the steps
-    section = {s: sc.section_layout(s, *sections[4 * i:4 * i + 4], is_open=is_open[s]) for i, s in enumerate(sc.SECTIONS)}
+    section = {s: sc.section_layout(s, *sections[4 * i:4 * i + 4], is_open=is_open[s])
+               for i, s in enumerate(sc.SECTIONS)}
     disabled, interval = c.refresh_state(q.refresh, live)
     return html.Div([
         dcc.Store(id=JOB_RUN, data=run), dcc.Store(id=links.JOB_RUN_ID, data=spark_run),
