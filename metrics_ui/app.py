@@ -193,10 +193,10 @@ def run(args: argparse.Namespace) -> int:
         check_bind(args.host, config.auth)
         limits = ServeConfig.from_env()
     except ValueError as e:
-        log.error("ui: %s", e)
-        print(f"marketspread ui: {e}", file=sys.stderr)
+        print(f"marketspread ui: {e}", file=sys.stderr)          # one line, no traceback
         return 2
     app = create_app(config)
+    evaluating = []
 
     def ready(host: str, port: int) -> None:
         shown = f"[{host}]" if ":" in host else host
@@ -204,9 +204,11 @@ def run(args: argparse.Namespace) -> int:
                  shown, port, config.influx,
                  "credentials required" if config.auth.enabled else "no credentials: this machine only",
                  limits.threads, limits.connection_limit, limits.timeout_s)
-    # rules are evaluated while the dashboard runs (one evaluator per namespace: alerts.lease)
-    evaluating = start_alerts(config.influx, config.alerts, default_state_dir() / "metrics-spool" / "ui-alerts") \
-        if getattr(args, "evaluate", True) else None
+        # rules are evaluated while the dashboard runs (one evaluator per namespace: alerts.lease),
+        # from once it listens: a dashboard that cannot start says so in one line and evaluates nothing
+        if getattr(args, "evaluate", True) and not evaluating:        # once, whatever the sockets
+            evaluating.append(start_alerts(config.influx, config.alerts,
+                                           default_state_dir() / "metrics-spool" / "ui-alerts"))
     try:
         serve(app.server, args.host, args.port, limits, keep_proxy_headers=config.auth.proxy_hops > 0,
               on_ready=ready)
@@ -214,6 +216,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"marketspread ui: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
         return 2
     finally:
-        if evaluating is not None:
-            evaluating.stop()
+        for service in evaluating:
+            service.stop()
     return 0

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +99,21 @@ def test_the_ui_command_says_what_is_wrong_in_one_line(monkeypatch, capsys):
         assert cli_main(["ui", "--port", str(taken.getsockname()[1])]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot listen on 127.0.0.1:" in err[0] and "Address already in use" in err[0]
+
+
+def test_the_ui_process_says_a_bad_setting_or_a_taken_port_in_one_line(tmp_path):
+    """As a real process, whose logging goes to stderr too: one line, no evaluator chatter before it."""
+    import os
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MS_")}
+    env.update(MS_INFLUX_URL="http://127.0.0.1:9", MS_STATE_DIR=str(tmp_path / "state"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        for extra, port in (({"MS_UI_THREADS": "lots"}, "0"), ({}, str(taken.getsockname()[1]))):
+            r = subprocess.run([sys.executable, "-m", "marketspread", "ui", "--port", port], cwd=root,
+                               env={**env, **extra}, capture_output=True, text=True, timeout=60)
+            lines = r.stderr.strip().splitlines()
+            assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("marketspread ui: "), r.stderr
