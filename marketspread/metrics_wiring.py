@@ -208,11 +208,6 @@ def attach_monitor(spark, run: str, writer, cfg: "Config"):
     return _attach(spark, run, writer, cfg.log_dir, cfg.shard_state_dir, cfg.state_dir)
 
 
-def attach_listener(spark, run: str, writer, log_dir: Path, state_folder: Path):
-    """`attach_monitor` by the job's folders (the ingress log is `<state folder>/ingress`)."""
-    return _attach(spark, run, writer, Path(log_dir), Path(state_folder), Path(log_dir).parent)
-
-
 def _attach(spark, run: str, writer, log_dir: Path, state_folder: Path, state_dir: Path):
     """The monitor with the job's adapter and writer.
 
@@ -222,8 +217,3 @@ def _attach(spark, run: str, writer, log_dir: Path, state_folder: Path, state_di
     from spark_listener.monitor import monitor  # lazy: pyspark, as above
     return monitor(spark, adapter=job_adapter(run, log_dir, state_folder), writer=writer, state_dir=state_dir,
                    spool_dir=state_dir / "task-samples", alerts=False)
-
-
-def detach_listener(spark, monitor) -> None:
-    """Stop the job's monitor: the query's last events written, its run ended, its executors' last figures."""
-    monitor.stop()

@@ -29,7 +29,7 @@ from engine.formats.batch import read_committed
 from engine.spark.session import build_session
 from engine.tools.sender import send_acknowledged
 from engine.wire.fixish import STREAM_NBBO, STREAM_ORDERS
-from marketspread.metrics_wiring import IngressMetrics, attach_listener, detach_listener, open_writer
+from marketspread.metrics_wiring import IngressMetrics, attach_monitor, open_writer
 from marketspread.replay_timing import ReplayMoments, ReplayTiming, batch_spans, replay_timing
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
     feeder = _Feeder(server, rcfg.host, nbbo, orders, timeout)
     ingest_start = time.time()
     feeder.start()
-    query = listener = None
+    query = monitor = None
     progress: dict[int, dict] = {}
     try:
         spark = spark or build_session(cfg.master, shards=cfg.shards, ui=cfg.spark_ui, extra=QUICK_START,
@@ -163,8 +163,8 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
         warming = warm_workers(spark, rcfg.max_rows_per_batch, rcfg.shards)
         spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", str(PROGRESS_KEPT))
         if writer is not None:
-            listener = attach_listener(spark, run_id, writer, rcfg.log_dir, rcfg.shard_state_dir)
-        query = start_query(spark, rcfg, listener, consumed=ConsumedOffsetListener(str(rcfg.log_dir), None),
+            monitor = attach_monitor(spark, run_id, writer, rcfg)
+        query = start_query(spark, rcfg, monitor, consumed=ConsumedOffsetListener(str(rcfg.log_dir), None),
                             before_start=lambda: warming.worker.join(WARM_WAIT_S))
         query_started = time.time()
         deadline = time.monotonic() + timeout
@@ -195,8 +195,8 @@ def replay(nbbo: list[Path], orders: list[Path], out: Path, cfg: Config,
     finally:
         if query is not None:
             stop_query(spark, query)
-        if listener is not None:
-            detach_listener(spark, listener)
+        if monitor is not None:
+            monitor.stop()
         server.stop()
         if shipper is not None:
             shipper.stop()
