@@ -3,7 +3,7 @@
 A Dash page arrives in two steps: the page shell (HTML and scripts), then, once the browser has
 evaluated Dash's scripts (0.2-1 s), the router's callback asking for the page's layout, which a
 job page computes in 60-300 ms (its InfluxDB queries and figures). The server knows the page
-from the shell's own request, so it starts that layout then, on a small pool, while the browser
+from the shell's own request, so it starts that layout then, on a thread, while the browser
 is still busy with the scripts; the router's callback takes the result if it is for the same
 page, address and query and at most `MAX_AGE_S` old, and computes it as before otherwise (and
 when the prefetch failed). A result is used once. At most `MAX_PENDING` are kept: a client
@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Callable
 
 from dash import Dash
@@ -50,18 +50,6 @@ def with_preloads(index_string: str, prefix: str = "/") -> str:
     return index_string.replace("{%css%}", "{%css%}\n" + preload_links(prefix), 1)
 
 
-_POOLS: dict[int, ThreadPoolExecutor] = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def _pool(workers: int) -> ThreadPoolExecutor:
-    """Return the process' pool of `workers` threads: every app of a process (tests make many) shares it."""
-    with _POOLS_LOCK:
-        if workers not in _POOLS:
-            _POOLS[workers] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="page-prefetch")
-        return _POOLS[workers]
-
-
 def _key(module: str, kwargs: dict) -> str:
     return module + "\0" + json.dumps(kwargs, sort_keys=True, default=str)
 
@@ -72,23 +60,37 @@ class Prefetch:
     def __init__(self, workers: int = WORKERS, max_pending: int = MAX_PENDING, max_age_s: float = MAX_AGE_S,
                  clock: Callable[[], float] = time.monotonic):
         self.max_pending, self.max_age_s, self._clock = max_pending, max_age_s, clock
-        self._pool = _pool(workers)
+        # Each layout on a short-lived thread of its own, at most `workers` computing at once and
+        # `max_pending + workers` threads alive: no pool whose threads outlive the app (tests build many
+        # apps in one process) or die with a stopped server's thread and leave later pages waiting.
+        self._running = threading.BoundedSemaphore(workers)
+        self._threads, self._max_threads = 0, max_pending + workers
         self._pending: OrderedDict[str, tuple[float, Future]] = OrderedDict()
         self._lock = threading.Lock()
 
     def start(self, server: Flask, module: str, layout: Callable, kwargs: dict) -> None:
-        """Compute `layout(**kwargs)` on the pool, in an app context of `server`."""
+        """Compute `layout(**kwargs)` on a thread of its own, in an app context of `server`."""
         key = _key(module, kwargs)
         with self._lock:
-            if key in self._pending:
-                return
+            if key in self._pending or self._threads >= self._max_threads:
+                return                        # started already, or busy: the router computes it itself
             while len(self._pending) >= self.max_pending:
-                self._pending.popitem(last=False)[1][1].cancel()
+                self._pending.popitem(last=False)
+            future: Future = Future()
+            future.set_running_or_notify_cancel()
+            self._pending[key] = (self._clock(), future)
+            self._threads += 1
 
-            def run():
-                with server.app_context():
-                    return layout(**kwargs)
-            self._pending[key] = (self._clock(), self._pool.submit(run))
+        def run():
+            try:
+                with self._running, server.app_context():
+                    future.set_result(layout(**kwargs))
+            except BaseException as e:        # a failed prefetch: the router computes the page as before
+                future.set_exception(e)
+            finally:
+                with self._lock:
+                    self._threads -= 1
+        threading.Thread(target=run, name="page-prefetch", daemon=True).start()
 
     def take(self, module: str, kwargs: dict) -> Future | None:
         """Return the prefetched layout's future for this page and arguments, if one is fresh; forget it."""
