@@ -197,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     app = create_app(config)
     evaluating = []
+    alerts_spool = default_state_dir() / "metrics-spool" / "ui-alerts"
 
     def ready(host: str, port: int) -> None:
         shown = f"[{host}]" if ":" in host else host
@@ -207,8 +208,7 @@ def run(args: argparse.Namespace) -> int:
         # rules are evaluated while the dashboard runs (one evaluator per namespace: alerts.lease),
         # from once it listens: a dashboard that cannot start says so in one line and evaluates nothing
         if getattr(args, "evaluate", True) and not evaluating:        # once, whatever the sockets
-            evaluating.append(start_alerts(config.influx, config.alerts,
-                                           default_state_dir() / "metrics-spool" / "ui-alerts"))
+            evaluating.append(start_alerts(config.influx, config.alerts, alerts_spool))
     try:
         serve(app.server, args.host, args.port, limits, keep_proxy_headers=config.auth.proxy_hops > 0,
               on_ready=ready)
